@@ -1,0 +1,30 @@
+// tsgrad's public API.
+export {
+  AddrSpace,
+  type ConstValue,
+  DType,
+  dtypes,
+  PtrDType,
+  promote,
+  promoteAll,
+  truncate,
+} from './dtype.ts';
+export { Context, ContextVar, DEBUG, SPEC } from './helpers.ts';
+export {
+  type Arg,
+  type ArgOf,
+  AxisType,
+  axisLetter,
+  type Device,
+  GroupOp,
+  Ops,
+} from './uop/ops.ts';
+export {
+  type Captures,
+  graphRewrite,
+  PatternMatcher,
+  setRewriteTracer,
+  substitute,
+  UPat,
+} from './uop/pattern.ts';
+export { type OpNode, type Shape, type sint, UOp } from './uop/uop.ts';

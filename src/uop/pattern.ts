@@ -1,0 +1,393 @@
+// Pattern rewriting: UPat (patterns over UOps), PatternMatcher (rule tables), graphRewrite (fixed point).
+import type { ConstValue, DType } from '../dtype.ts';
+import { DEBUG } from '../helpers.ts';
+import { type ArgOf, GroupOp, OP_COUNT, Ops, opName } from './ops.ts';
+import type { UOp } from './uop.ts';
+
+/** Named captures of a match: `({ x, c }) => ...`. */
+export type Captures = Record<string, UOp>;
+export type RewriteFn<C> = (m: Captures, ctx: C) => UOp | undefined | null;
+
+// A compiled pattern matches u, binds names in m, then calls k to match the rest of the enclosing
+// pattern; on failure it unbinds what it bound. Continuations make the search complete: a later
+// conflict can send an earlier any-order match back to try its other orders.
+type Cont = () => boolean;
+type Matcher = (u: UOp, m: Captures, k: Cont) => boolean;
+const accept: Cont = () => true;
+
+export interface UPatOptions {
+  /** One op or a set of ops; omitted: any op. */
+  op?: Ops | readonly Ops[];
+  dtype?: DType | readonly DType[];
+  /** An array matches the sources in order; one UPat matches every source (any number of them). */
+  src?: readonly UPat[] | UPat;
+  /** With an array `src`, also try the sources in every other order (for commutative ops). */
+  anyOrder?: boolean;
+  /** With an array `src`, allow extra sources after the listed ones. */
+  allowMore?: boolean;
+  /** The arg must equal this (deep equality). */
+  arg?: unknown;
+  /** Capture the node under this name; a name used twice must bind the same node. */
+  name?: string;
+  /** An extra test on the node. */
+  where?: (u: UOp) => boolean;
+}
+
+export class UPat {
+  readonly ops: ReadonlySet<Ops> | undefined;
+  readonly opts: UPatOptions;
+  private compiled: Matcher | undefined;
+
+  constructor(opts: UPatOptions = {}) {
+    this.opts = opts;
+    this.ops = opts.op === undefined ? undefined : new Set(typeof opts.op === 'number' ? [opts.op] : opts.op);
+  }
+
+  /** Any node. */
+  static var(name?: string, dtype?: DType | readonly DType[]): UPat {
+    return new UPat({ name, dtype });
+  }
+  /** A CONST. */
+  static cvar(name?: string, dtype?: DType | readonly DType[]): UPat {
+    return new UPat({ op: Ops.CONST, name, dtype });
+  }
+  /** A CONST with this value (of any dtype when dtype is omitted). */
+  static const(value: ConstValue, dtype?: DType, name?: string): UPat {
+    return new UPat({
+      op: Ops.CONST,
+      dtype,
+      name,
+      where: (u) => sameValue((u.arg as ArgOf<Ops.CONST>).value, value),
+    });
+  }
+  static op(op: Ops | readonly Ops[], src?: readonly UPat[] | UPat, name?: string): UPat {
+    return new UPat({ op, src, name });
+  }
+  /** The first of several patterns that matches. */
+  static any(...alts: UPat[]): UPat {
+    return new AnyUPat(alts);
+  }
+
+  named(name: string): UPat {
+    return new UPat({ ...this.opts, name });
+  }
+
+  // Builders mirroring UOp's arithmetic; commutative ops match their sources in either order.
+  private bin(op: Ops, y: UPat | ConstValue): UPat {
+    const other = y instanceof UPat ? y : UPat.const(y);
+    return new UPat({ op, src: [this, other], anyOrder: GroupOp.Commutative.has(op) });
+  }
+  add(y: UPat | ConstValue): UPat {
+    return this.bin(Ops.ADD, y);
+  }
+  mul(y: UPat | ConstValue): UPat {
+    return this.bin(Ops.MUL, y);
+  }
+  idiv(y: UPat | ConstValue): UPat {
+    return this.bin(Ops.IDIV, y);
+  }
+  mod(y: UPat | ConstValue): UPat {
+    return this.bin(Ops.MOD, y);
+  }
+  maximum(y: UPat | ConstValue): UPat {
+    return this.bin(Ops.MAX, y);
+  }
+  lt(y: UPat | ConstValue): UPat {
+    return this.bin(Ops.CMPLT, y);
+  }
+  ne(y: UPat | ConstValue): UPat {
+    return this.bin(Ops.CMPNE, y);
+  }
+  and(y: UPat | ConstValue): UPat {
+    return this.bin(Ops.AND, y);
+  }
+  or(y: UPat | ConstValue): UPat {
+    return this.bin(Ops.OR, y);
+  }
+  where(a: UPat, b: UPat): UPat {
+    return new UPat({ op: Ops.WHERE, src: [this, a, b] });
+  }
+  cast(dtype?: DType): UPat {
+    return new UPat({ op: Ops.CAST, src: [this], arg: dtype });
+  }
+
+  /** Matches u alone; returns the captures, or undefined. */
+  match(u: UOp): Captures | undefined {
+    const m: Captures = {};
+    return this.matcher()(u, m, accept) ? m : undefined;
+  }
+
+  /** @internal */
+  matcher(): Matcher {
+    return (this.compiled ??= this.compile());
+  }
+
+  protected compile(): Matcher {
+    const { dtype, arg, name, where, src, anyOrder, allowMore } = this.opts;
+    const ops = this.ops;
+    const op1 = ops?.size === 1 ? [...ops][0] : undefined;
+    const dts =
+      dtype === undefined ? undefined : Array.isArray(dtype) ? (dtype as readonly DType[]) : [dtype as DType];
+    const hasArg = 'arg' in this.opts && arg !== undefined;
+    const test = (u: UOp): boolean =>
+      (op1 !== undefined ? u.op === op1 : ops === undefined || ops.has(u.op)) &&
+      (dts === undefined || dts.includes(u.dtype) || dts.includes(u.dtype.base)) &&
+      (!hasArg || sameArg(u.arg, arg)) &&
+      (where === undefined || where(u));
+    const srcs =
+      src === undefined ? undefined : src instanceof UPat ? src.matcher() : src.map((p) => p.matcher());
+    const matchSrc = buildSrcMatcher(srcs, anyOrder === true, allowMore === true);
+    return (u, m, k) => {
+      if (!test(u)) return false;
+      if (name === undefined) return matchSrc(u.src, m, k);
+      const prev = m[name];
+      if (prev !== undefined && prev !== u) return false;
+      if (prev === undefined) m[name] = u;
+      if (matchSrc(u.src, m, k)) return true;
+      if (prev === undefined) delete m[name];
+      return false;
+    };
+  }
+
+  toString(): string {
+    const o = this.opts;
+    const ops = this.ops === undefined ? 'any' : [...this.ops].map(opName).join('|');
+    const src =
+      o.src === undefined
+        ? ''
+        : o.src instanceof UPat
+          ? ` [${o.src}...]`
+          : ` [${o.src.map(String).join(', ')}]`;
+    return `${o.name === undefined ? '' : `${o.name}=`}${ops}${src}`;
+  }
+}
+
+class AnyUPat extends UPat {
+  constructor(readonly alts: readonly UPat[]) {
+    super({});
+  }
+  protected override compile(): Matcher {
+    const ms = this.alts.map((a) => a.matcher());
+    return (u, m, k) => ms.some((f) => f(u, m, k));
+  }
+  override toString(): string {
+    return `any(${this.alts.join(', ')})`;
+  }
+}
+
+type SrcMatcher = (src: readonly UOp[], m: Captures, k: Cont) => boolean;
+
+function buildSrcMatcher(
+  srcs: Matcher | Matcher[] | undefined,
+  anyOrder: boolean,
+  allowMore: boolean,
+): SrcMatcher {
+  if (srcs === undefined) return (_s, _m, k) => k();
+  if (!Array.isArray(srcs)) {
+    const each = srcs;
+    const from = (s: readonly UOp[], i: number, m: Captures, k: Cont): boolean =>
+      i === s.length ? k() : each(s[i]!, m, () => from(s, i + 1, m, k));
+    return (s, m, k) => from(s, 0, m, k);
+  }
+  const n = srcs.length;
+  const inOrder = (ps: readonly Matcher[], s: readonly UOp[], m: Captures, k: Cont): boolean => {
+    const step = (i: number): boolean => (i === n ? k() : ps[i]!(s[i]!, m, () => step(i + 1)));
+    return step(0);
+  };
+  const lenOk = (s: readonly UOp[]) => s.length === n || (allowMore && s.length > n);
+  if (!anyOrder || n < 2) return (s, m, k) => lenOk(s) && inOrder(srcs, s, m, k);
+  const orders = permutations(srcs);
+  return (s, m, k) => lenOk(s) && orders.some((ps) => inOrder(ps, s, m, k));
+}
+
+function permutations<T>(xs: readonly T[]): T[][] {
+  if (xs.length <= 1) return [xs.slice()];
+  const out: T[][] = [];
+  xs.forEach((x, i) => {
+    for (const rest of permutations([...xs.slice(0, i), ...xs.slice(i + 1)])) out.push([x, ...rest]);
+  });
+  return out;
+}
+
+function sameValue(a: ConstValue, b: ConstValue): boolean {
+  return (
+    a === b || (typeof a !== typeof b && Number(a) === Number(b)) || (Number.isNaN(a) && Number.isNaN(b))
+  );
+}
+
+function sameArg(a: unknown, b: unknown): boolean {
+  if (a === b) return true;
+  if (Array.isArray(a) && Array.isArray(b))
+    return a.length === b.length && a.every((x, i) => sameArg(x, b[i]));
+  if (typeof a === 'object' && typeof b === 'object' && a !== null && b !== null) {
+    const ka = Object.keys(a);
+    return (
+      ka.length === Object.keys(b).length &&
+      ka.every((k) => sameArg((a as Record<string, unknown>)[k], (b as Record<string, unknown>)[k]))
+    );
+  }
+  return false;
+}
+
+// ---------------------------------------------------------------------------------------------------
+
+interface Rule<C> {
+  pat: UPat;
+  fn: RewriteFn<C>;
+  match: Matcher;
+}
+
+/** A table of rules, dispatched by op. Tables compose with `concat`. */
+export class PatternMatcher<C = unknown> {
+  readonly rules: readonly Rule<C>[];
+  private readonly byOp: Rule<C>[][];
+
+  constructor(rules: readonly (readonly [UPat, RewriteFn<C>])[] | readonly Rule<C>[]) {
+    this.rules = rules.map((r) =>
+      Array.isArray(r) ? { pat: r[0], fn: r[1], match: r[0].matcher() } : (r as Rule<C>),
+    );
+    this.byOp = Array.from({ length: OP_COUNT }, () => []);
+    for (const r of this.rules) {
+      const ops = r.pat.ops ?? (r.pat instanceof AnyUPat ? unionOps(r.pat.alts) : undefined);
+      for (let op = 0; op < OP_COUNT; op++) if (ops === undefined || ops.has(op)) this.byOp[op]!.push(r);
+    }
+  }
+
+  concat<D>(...others: PatternMatcher<D>[]): PatternMatcher<C & D> {
+    return new PatternMatcher<C & D>([
+      ...(this.rules as Rule<C & D>[]),
+      ...others.flatMap((o) => o.rules as Rule<C & D>[]),
+    ]);
+  }
+
+  /** The first rule's rewrite of u (rules that give back u or nothing do not count), or undefined. */
+  rewrite(u: UOp, ctx: C): UOp | undefined {
+    const rules = this.byOp[u.op]!;
+    for (let i = 0; i < rules.length; i++) {
+      const r = rules[i]!;
+      const m: Captures = {};
+      if (!r.match(u, m, accept)) continue;
+      const out = r.fn(m, ctx);
+      if (out !== undefined && out !== null && out !== u) return out;
+    }
+    return undefined;
+  }
+}
+
+function unionOps(pats: readonly UPat[]): ReadonlySet<Ops> | undefined {
+  const out = new Set<Ops>();
+  for (const p of pats) {
+    const ops = p instanceof AnyUPat ? unionOps(p.alts) : p.ops;
+    if (ops === undefined) return undefined;
+    for (const o of ops) out.add(o);
+  }
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------------
+
+export interface RewriteOptions<C> {
+  ctx?: C;
+  /** Match a node (to a fixed point) before its sources are visited; default: after its sources. */
+  bottomUp?: boolean;
+  /** The pass's name, for DEBUG output and tracing. */
+  name?: string;
+}
+
+/** Called after each named pass (for a visualizer); set with `setRewriteTracer`. */
+export type RewriteTracer = (name: string, before: UOp, after: UOp) => void;
+let tracer: RewriteTracer | undefined;
+export function setRewriteTracer(t: RewriteTracer | undefined): void {
+  tracer = t;
+}
+
+const MAX_REWRITES_PER_NODE = 10_000;
+
+/** Rewrites `root` until no rule applies anywhere, without recursion. */
+export function graphRewrite<C>(root: UOp, pm: PatternMatcher<C>, opts: RewriteOptions<C> = {}): UOp {
+  const ctx = opts.ctx as C;
+  const name = opts.name ?? 'rewrite';
+  const t0 = DEBUG.value >= 5 ? performance.now() : 0;
+  const done = new Map<UOp, UOp>();
+  // A frame rewrites `node`. Stage 0: (bottom-up: match it) and visit its sources. Stage 1: rebuild it
+  // from rewritten sources and match it. Stage 2: it became `next`; its result is next's result.
+  const nodes: UOp[] = [root];
+  const cur: UOp[] = [root];
+  const stage: number[] = [0];
+  const next: (UOp | undefined)[] = [undefined];
+  const push = (u: UOp) => {
+    nodes.push(u);
+    cur.push(u);
+    stage.push(0);
+    next.push(undefined);
+  };
+  const finish = (u: UOp, result: UOp) => {
+    done.set(u, result);
+    done.set(result, result);
+    nodes.pop();
+    cur.pop();
+    stage.pop();
+    next.pop();
+  };
+  while (nodes.length) {
+    const top = nodes.length - 1;
+    const n = nodes[top]!;
+    const st = stage[top]!;
+    if (st !== 2 && done.has(n)) {
+      finish(n, done.get(n)!);
+      continue;
+    }
+    if (st === 0) {
+      let u = n;
+      if (opts.bottomUp) u = fixedPoint(u, pm, ctx, name);
+      cur[top] = u;
+      stage[top] = 1;
+      for (let i = u.src.length - 1; i >= 0; i--) if (!done.has(u.src[i]!)) push(u.src[i]!);
+    } else if (st === 1) {
+      const u = cur[top]!;
+      let changed = false;
+      const src = new Array<UOp>(u.src.length);
+      for (let i = 0; i < u.src.length; i++) {
+        const s = done.get(u.src[i]!)!;
+        src[i] = s;
+        if (s !== u.src[i]) changed = true;
+      }
+      const rebuilt = changed ? u.withSrc(src) : opts.bottomUp ? undefined : pm.rewrite(u, ctx);
+      if (rebuilt === undefined) finish(n, u);
+      else {
+        stage[top] = 2;
+        next[top] = rebuilt;
+        push(rebuilt);
+      }
+    } else finish(n, done.get(next[top]!)!);
+  }
+  const out = done.get(root)!;
+  if (t0) console.log(`graphRewrite ${name}: ${(performance.now() - t0).toFixed(2)} ms`);
+  tracer?.(name, root, out);
+  return out;
+}
+
+function fixedPoint<C>(u: UOp, pm: PatternMatcher<C>, ctx: C, name: string): UOp {
+  for (let i = 0; i < MAX_REWRITES_PER_NODE; i++) {
+    const r = pm.rewrite(u, ctx);
+    if (r === undefined) return u;
+    u = r;
+  }
+  throw new Error(
+    `graphRewrite ${name}: no fixed point after ${MAX_REWRITES_PER_NODE} rewrites of ${opName(u.op)}`,
+  );
+}
+
+/** Replaces nodes by the map, everywhere below root. */
+export function substitute(root: UOp, map: ReadonlyMap<UOp, UOp>): UOp {
+  if (map.size === 0) return root;
+  return graphRewrite(
+    root,
+    new PatternMatcher<ReadonlyMap<UOp, UOp>>([[new UPat({ name: 'u' }), ({ u }, m) => m.get(u!)]]),
+    {
+      ctx: map,
+      bottomUp: true,
+      name: 'substitute',
+    },
+  );
+}

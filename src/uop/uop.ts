@@ -1,0 +1,509 @@
+// The UOp: one hash-consed node type for tensor graphs, kernels and linear programs.
+import { AddrSpace, type ConstValue, type DType, dtypes, truncate } from '../dtype.ts';
+import { SPEC, sha256 } from '../helpers.ts';
+import { axisOf } from './axis.ts';
+import { intervalOf } from './interval.ts';
+import { type Arg, type ArgOf, AxisType, type Device, GroupOp, Ops, opName, type Tag } from './ops.ts';
+import { deriveDType, deriveShape, type Shape, type sint } from './shape.ts';
+
+export type { Shape, sint };
+
+/** A UOp whose op is known, so its arg has the op's type. */
+export type OpNode<O extends Ops> = UOp & { readonly op: O; readonly arg: ArgOf<O> };
+
+type Operand = UOp | ConstValue;
+
+// The hash-cons table holds nodes weakly: a node lives as long as someone else holds it. (V8 keeps every
+// weakly held object alive until the current job ends, so memory is returned at the next await.)
+const table = new Map<string, WeakRef<UOp>>();
+const reclaim = new FinalizationRegistry<string>((key) => {
+  if (table.get(key)?.deref() === undefined) table.delete(key);
+});
+let nextId = 0;
+
+/** Hooks filled in by modules that UOp needs but that are built on top of it. */
+export const uopHooks: {
+  simplify?: (u: UOp) => UOp;
+  verifyNode?: (u: UOp) => void;
+} = {};
+
+export class UOp {
+  /** Creation order; unique within the process (use `key` for a key that is stable across processes). */
+  readonly id: number;
+  readonly dtype: DType;
+  /** The shape; null for nodes without one (tuples, sinks, loop ends). Sizes are numbers or index UOps. */
+  readonly shape: Shape | null;
+  /** @internal interval [vmin, vmax], computed on first use */
+  _range: readonly [number, number] | undefined = undefined;
+  /** @internal shard axis (null: none), computed on first use */
+  _axis: number | null | undefined = undefined;
+  /** @internal content key, computed on first use */
+  _key: string | undefined = undefined;
+  /** @internal the sizes a STACK/VCONST holds when used as a shape */
+  _sizes: readonly sint[] | undefined = undefined;
+
+  private constructor(
+    readonly op: Ops,
+    readonly src: readonly UOp[],
+    readonly arg: Arg,
+    readonly tag: Tag,
+    dtype: DType,
+    shape: Shape | null,
+  ) {
+    this.id = nextId++;
+    this.dtype = dtype;
+    this.shape = shape;
+  }
+
+  /** The one way to build a node: equal (op, src, arg, tag) give the same object. */
+  static make<O extends Ops>(
+    op: O,
+    src: readonly UOp[] = [],
+    arg: ArgOf<O> = null as ArgOf<O>,
+    tag: Tag = null,
+  ): UOp {
+    let key = `${op}|${argKey(op, arg)}|${tag === null ? '' : typeof tag === 'string' ? JSON.stringify(tag) : tag}`;
+    for (let i = 0; i < src.length; i++) key += `,${src[i]!.id}`;
+    const hit = table.get(key)?.deref();
+    if (hit !== undefined) return hit;
+    const dtype = deriveDType(op, src, arg);
+    const shape = deriveShape(op, src, arg, dtype);
+    const u = new UOp(op, Object.isFrozen(src) ? src : Object.freeze(src.slice()), arg, tag, dtype, shape);
+    table.set(key, new WeakRef(u));
+    reclaim.register(u, key);
+    if (SPEC.value >= 2) uopHooks.verifyNode?.(u);
+    return u;
+  }
+
+  /** How many nodes the hash-cons table holds (live or awaiting collection). */
+  static tableSize(): number {
+    return table.size;
+  }
+
+  isOp<O extends Ops>(op: O): this is OpNode<O> {
+    return this.op === op;
+  }
+
+  replace(changes: { op?: Ops; src?: readonly UOp[]; arg?: Arg; tag?: Tag }): UOp {
+    return UOp.make(
+      changes.op ?? this.op,
+      changes.src ?? this.src,
+      (changes.arg === undefined ? this.arg : changes.arg) as never,
+      changes.tag === undefined ? this.tag : changes.tag,
+    );
+  }
+  withSrc(src: readonly UOp[]): UOp {
+    return UOp.make(this.op, src, this.arg as never, this.tag);
+  }
+  withTag(tag: Tag): UOp {
+    return tag === this.tag ? this : UOp.make(this.op, this.src, this.arg as never, tag);
+  }
+
+  // --- constructors ---------------------------------------------------------------------------------
+
+  static const(dtype: DType, value: ConstValue): UOp {
+    return UOp.make(Ops.CONST, [], { value: truncate(dtype, value), dtype });
+  }
+  /** A symbolic integer in [min, max]: a PARAM of shape () named by its slot. */
+  static variable(name: string, min: number, max: number, dtype: DType = dtypes.index): UOp {
+    if (!(min <= max)) throw new Error(`UOp.variable ${name}: min ${min} must not exceed max ${max}`);
+    return UOp.make(Ops.PARAM, [UOp.shapeVec([]), UOp.const(dtype, min), UOp.const(dtype, max)], {
+      slot: name,
+      dtype,
+    });
+  }
+  static range(bound: sint, id: number, type: AxisType = AxisType.LOOP): UOp {
+    return UOp.make(Ops.RANGE, [UOp.index(bound)], { id, type });
+  }
+  static sink(...srcs: UOp[]): UOp {
+    return UOp.make(Ops.SINK, srcs);
+  }
+  /** An index-typed value: a number becomes a CONST, a UOp passes through. */
+  static index(v: sint): UOp {
+    return typeof v === 'number' ? UOp.const(dtypes.index, v) : v;
+  }
+  /** A shape as the spec carries it in src: a STACK of index scalars. */
+  static shapeVec(shape: readonly sint[]): UOp {
+    return UOp.make(Ops.STACK, shape.map(UOp.index));
+  }
+  static buffer(slot: number, dtype: DType, shape: readonly sint[], device: Device = 'CPU'): UOp {
+    return UOp.make(Ops.BUFFER, [UOp.shapeVec(shape)], { slot, dtype, device, addrspace: AddrSpace.GLOBAL });
+  }
+  static param(slot: number, dtype: DType, shape: readonly sint[], device?: Device): UOp {
+    return UOp.make(
+      Ops.PARAM,
+      [UOp.shapeVec(shape)],
+      device === undefined ? { slot, dtype } : { slot, dtype, device },
+    );
+  }
+
+  // --- derived properties ---------------------------------------------------------------------------
+
+  get ndim(): number {
+    return this.shape?.length ?? 0;
+  }
+  /** The device: a name, a tuple of names, or null for device-free nodes (constants, ranges). */
+  get device(): Device | null {
+    return deviceOf(this);
+  }
+  get addrspace(): AddrSpace | null {
+    return addrspaceOf(this);
+  }
+  /** Lower bound of the values this node can take (interval analysis). */
+  get vmin(): number {
+    return (this._range ?? computeBottomUp(this, rangeSlot))[0];
+  }
+  /** Upper bound of the values this node can take (interval analysis). */
+  get vmax(): number {
+    return (this._range ?? computeBottomUp(this, rangeSlot))[1];
+  }
+  /** The shard axis of a multi-device value, or null. */
+  get axis(): number | null {
+    return this._axis !== undefined ? this._axis : computeBottomUp(this, axisSlot);
+  }
+  /** A content key: the same for equal graphs in every process, for use by caches. */
+  get key(): string {
+    return this._key ?? computeBottomUp(this, keySlot);
+  }
+  /** The sizes held by a shape vector (STACK of index scalars or VCONST). */
+  get sizes(): readonly sint[] {
+    return (this._sizes ??= sizesOf(this));
+  }
+  /** A CONST's value. */
+  get constValue(): ConstValue {
+    if (this.op !== Ops.CONST) throw new Error(`constValue of a ${opName(this.op)}; only CONST has one`);
+    return (this.arg as ArgOf<Ops.CONST>).value;
+  }
+
+  /** Every node this one depends on, itself last, sources before users (no recursion). */
+  toposort(): UOp[] {
+    const out: UOp[] = [];
+    const seen = new Set<UOp>();
+    const stack: [UOp, number][] = [[this, 0]];
+    seen.add(this);
+    while (stack.length) {
+      const top = stack[stack.length - 1]!;
+      const [u, i] = top;
+      if (i < u.src.length) {
+        top[1]++;
+        const s = u.src[i]!;
+        if (!seen.has(s)) {
+          seen.add(s);
+          stack.push([s, 0]);
+        }
+      } else {
+        stack.pop();
+        out.push(u);
+      }
+    }
+    return out;
+  }
+
+  simplify(): UOp {
+    if (uopHooks.simplify === undefined) throw new Error('UOp.simplify: import tsgrad from src/index.ts');
+    return uopHooks.simplify(this);
+  }
+
+  // --- arithmetic (shared with Tensor): builds primitives, decomposing as the spec says ---------------
+
+  /** A constant of this node's dtype (broadcasts against any shape). */
+  constLike(v: ConstValue): UOp {
+    return UOp.const(this.dtype.base, v);
+  }
+  private operand(op: string, y: Operand): UOp {
+    if (!(y instanceof UOp)) return this.constLike(y);
+    if (y.dtype !== this.dtype)
+      throw new Error(
+        `${op}: operand dtypes differ (${this.dtype.name} and ${y.dtype.name}); cast one of them so both match`,
+      );
+    return y;
+  }
+  alu(op: Ops, ...ys: Operand[]): UOp {
+    return UOp.make(op, [this, ...ys.map((y) => this.operand(opName(op), y))]);
+  }
+
+  add(y: Operand): UOp {
+    return this.alu(Ops.ADD, y);
+  }
+  mul(y: Operand): UOp {
+    return this.alu(Ops.MUL, y);
+  }
+  sub(y: Operand): UOp {
+    return this.add(y instanceof UOp ? this.operand('SUB', y).neg() : negate(this.dtype, y));
+  }
+  neg(): UOp {
+    return this.dtype === dtypes.bool ? this.logicalNot() : this.mul(-1);
+  }
+  /** True division: a * (1/b), for floats. */
+  div(y: Operand): UOp {
+    if (!this.dtype.isFloat)
+      throw new Error(
+        `DIV: true division needs a float dtype, got ${this.dtype.name}; use idiv for integers`,
+      );
+    return this.mul(this.operand('DIV', y).recip());
+  }
+  /** Floor division. */
+  idiv(y: Operand): UOp {
+    return this.alu(Ops.IDIV, y);
+  }
+  /** Remainder with the divisor's sign (matches idiv's floor). */
+  mod(y: Operand): UOp {
+    return this.alu(Ops.MOD, y);
+  }
+  recip(): UOp {
+    return UOp.make(Ops.RECIP, [this]);
+  }
+  trunc(): UOp {
+    return UOp.make(Ops.TRUNC, [this]);
+  }
+  maximum(y: Operand): UOp {
+    return this.alu(Ops.MAX, y);
+  }
+  minimum(y: Operand): UOp {
+    const b = this.operand('MIN', y);
+    if (this.dtype.isUnsigned || this.dtype.isBool) return this.lt(b).where(this, b);
+    return this.neg().maximum(b.neg()).neg();
+  }
+  lt(y: Operand): UOp {
+    return this.alu(Ops.CMPLT, y);
+  }
+  gt(y: Operand): UOp {
+    return this.operand('CMPGT', y).lt(this);
+  }
+  le(y: Operand): UOp {
+    return this.gt(y).logicalNot();
+  }
+  ge(y: Operand): UOp {
+    return this.lt(y).logicalNot();
+  }
+  ne(y: Operand): UOp {
+    return this.alu(Ops.CMPNE, y);
+  }
+  eq(y: Operand): UOp {
+    return this.ne(y).logicalNot();
+  }
+  /** Boolean negation: CMPNE(x, true). */
+  logicalNot(): UOp {
+    if (this.dtype !== dtypes.bool) throw new Error(`NOT: needs a bool operand, got ${this.dtype.name}`);
+    return this.ne(true);
+  }
+  and(y: Operand): UOp {
+    return this.alu(Ops.AND, y);
+  }
+  or(y: Operand): UOp {
+    return this.alu(Ops.OR, y);
+  }
+  xor(y: Operand): UOp {
+    return this.alu(Ops.XOR, y);
+  }
+  shl(y: Operand): UOp {
+    return this.alu(Ops.SHL, y);
+  }
+  shr(y: Operand): UOp {
+    return this.alu(Ops.SHR, y);
+  }
+  /** this ? a : b, elementwise. `this` must be bool. */
+  where(a: Operand, b: Operand): UOp {
+    const x = a instanceof UOp ? a : b instanceof UOp ? UOp.const(b.dtype, a) : null;
+    if (x === null) throw new Error('WHERE: at least one branch must be a UOp to give the result a dtype');
+    const y = b instanceof UOp ? b : UOp.const(x.dtype, b);
+    return UOp.make(Ops.WHERE, [this, x, y]);
+  }
+  cast(dtype: DType): UOp {
+    return dtype === this.dtype ? this : UOp.make(Ops.CAST, [this], dtype);
+  }
+  bitcast(dtype: DType): UOp {
+    return dtype === this.dtype ? this : UOp.make(Ops.BITCAST, [this], dtype);
+  }
+
+  // --- movement -------------------------------------------------------------------------------------
+
+  reshape(shape: readonly sint[]): UOp {
+    return UOp.make(Ops.RESHAPE, [this, UOp.shapeVec(shape)]);
+  }
+  expand(shape: readonly sint[]): UOp {
+    return UOp.make(Ops.EXPAND, [this, UOp.shapeVec(shape)]);
+  }
+  permute(order: readonly number[]): UOp {
+    return UOp.make(Ops.PERMUTE, [this], order);
+  }
+  flip(axes: readonly boolean[]): UOp {
+    return UOp.make(Ops.FLIP, [this], axes);
+  }
+  /** Place this at `offset` inside a zero-filled result of `shape`. */
+  pad(offset: readonly sint[], shape: readonly sint[]): UOp {
+    return UOp.make(Ops.PAD, [this, UOp.shapeVec(offset), UOp.shapeVec(shape)]);
+  }
+  /** Keep `shape[k]` elements starting at `offset[k]` along each axis. */
+  shrink(offset: readonly sint[], shape: readonly sint[]): UOp {
+    return UOp.make(Ops.SHRINK, [this, UOp.shapeVec(offset), UOp.shapeVec(shape)]);
+  }
+  index(...idx: UOp[]): UOp {
+    return UOp.make(Ops.INDEX, [this, ...idx]);
+  }
+  reduce(op: ArgOf<Ops.REDUCE>['op'], axes: readonly number[]): UOp {
+    return UOp.make(Ops.REDUCE, [this], { op, axes });
+  }
+
+  toString(): string {
+    const arg = this.arg === null ? '' : `, ${argKey(this.op, this.arg)}`;
+    return `UOp(${opName(this.op)}, ${this.dtype.name}, [${this.src.map((s) => s.id).join(', ')}]${arg})`;
+  }
+}
+
+function negate(dtype: DType, v: ConstValue): ConstValue {
+  if (typeof v === 'bigint') return -v;
+  if (typeof v === 'boolean') throw new Error(`SUB: cannot subtract a boolean from ${dtype.name}`);
+  return -v;
+}
+
+// --- arg keys: content-stable text for each arg, used in the hash-cons key and the content key -------
+
+function valueKey(v: unknown): string {
+  if (v === null || v === undefined) return '';
+  switch (typeof v) {
+    case 'number':
+      return Object.is(v, -0) ? '-0' : String(v);
+    case 'bigint':
+      return `${v}n`;
+    case 'boolean':
+      return v ? 'true' : 'false';
+    case 'string':
+      return JSON.stringify(v);
+    case 'object': {
+      if (Array.isArray(v)) return `[${v.map(valueKey).join(',')}]`;
+      if (v instanceof Uint8Array)
+        return `bytes:${Array.from(v, (b) => b.toString(16).padStart(2, '0')).join('')}`;
+      if ('name' in v && 'itemsize' in v) return (v as DType).name;
+      const keys = Object.keys(v).sort();
+      return `{${keys.map((k) => `${k}:${valueKey((v as Record<string, unknown>)[k])}`).join(',')}}`;
+    }
+    default:
+      throw new Error(`cannot key a ${typeof v} arg`);
+  }
+}
+
+export function argKey(op: Ops, arg: Arg): string {
+  if (arg === null) return '';
+  if (op === Ops.CONST) {
+    const c = arg as ArgOf<Ops.CONST>;
+    return `${c.dtype.name}:${valueKey(c.value)}`;
+  }
+  return valueKey(arg);
+}
+
+// --- device and address space ------------------------------------------------------------------------
+
+function deviceOf(u: UOp): Device | null {
+  switch (u.op) {
+    case Ops.BUFFER:
+      return (u.arg as ArgOf<Ops.BUFFER>).device;
+    case Ops.PARAM:
+      return (u.arg as ArgOf<Ops.PARAM>).device ?? null;
+    case Ops.COPY:
+      return u.arg as Device;
+    case Ops.LOAD:
+      return (u.arg as ArgOf<Ops.LOAD>)?.device ?? u.src[0]!.device;
+    case Ops.CONST:
+    case Ops.VCONST:
+    case Ops.RANGE:
+    case Ops.SPECIAL:
+    case Ops.BINARY:
+      return null;
+    case Ops.FUNCTION:
+    case Ops.CALL:
+      return u.src[1]?.device ?? null;
+    default: {
+      // the first source that lives on a device (constants broadcast onto any device)
+      for (const s of u.src) {
+        const d = s.device;
+        if (d !== null) return d;
+      }
+      return null;
+    }
+  }
+}
+
+function addrspaceOf(u: UOp): AddrSpace | null {
+  switch (u.op) {
+    case Ops.BUFFER:
+      return (u.arg as ArgOf<Ops.BUFFER>).addrspace;
+    case Ops.PARAM:
+      return (u.arg as ArgOf<Ops.PARAM>).addrspace ?? AddrSpace.GLOBAL;
+    case Ops.LOAD:
+      return (u.arg as ArgOf<Ops.LOAD>)?.addrspace ?? AddrSpace.GLOBAL;
+    case Ops.BUFFERVIEW:
+    case Ops.INDEX:
+    case Ops.AFTER:
+      return u.src[0]!.addrspace;
+    default:
+      return GroupOp.Movement.has(u.op) ? u.src[0]!.addrspace : null;
+  }
+}
+
+function sizesOf(u: UOp): readonly sint[] {
+  if (u.op === Ops.VCONST) return (u.arg as ArgOf<Ops.VCONST>).values.map(Number);
+  if (u.op !== Ops.STACK)
+    throw new Error(`a shape operand must be a STACK or VCONST of index values, got ${opName(u.op)}`);
+  return u.src.map((s) => {
+    if (s.dtype !== dtypes.index) throw new Error(`a shape operand holds index values, got ${s.dtype.name}`);
+    return s.op === Ops.CONST ? Number(s.constValue) : s;
+  });
+}
+
+// --- lazily derived properties, computed bottom-up without recursion ----------------------------------
+
+interface Slot<T> {
+  get(u: UOp): T | undefined;
+  compute(u: UOp): T;
+  set(u: UOp, v: T): void;
+}
+const rangeSlot: Slot<readonly [number, number]> = {
+  get: (u) => u._range,
+  compute: intervalOf,
+  set: (u, v) => {
+    u._range = v;
+  },
+};
+const axisSlot: Slot<number | null> = {
+  get: (u) => u._axis,
+  compute: axisOf,
+  set: (u, v) => {
+    u._axis = v;
+  },
+};
+const keySlot: Slot<string> = {
+  get: (u) => u._key,
+  compute: contentKey,
+  set: (u, v) => {
+    u._key = v;
+  },
+};
+
+function computeBottomUp<T>(root: UOp, slot: Slot<T>): T {
+  const stack: UOp[] = [root];
+  while (stack.length) {
+    const u = stack[stack.length - 1]!;
+    if (slot.get(u) !== undefined) {
+      stack.pop();
+      continue;
+    }
+    let ready = true;
+    for (const s of u.src)
+      if (slot.get(s) === undefined) {
+        stack.push(s);
+        ready = false;
+      }
+    if (ready) {
+      slot.set(u, slot.compute(u));
+      stack.pop();
+    }
+  }
+  return slot.get(root)!;
+}
+
+function contentKey(u: UOp): string {
+  let text = `${opName(u.op)}|${argKey(u.op, u.arg)}|${u.tag ?? ''}`;
+  for (const s of u.src) text += `|${s._key}`;
+  return sha256(text);
+}
