@@ -1,0 +1,294 @@
+// The symbolic simplifier: rewrite rules for index arithmetic that keep every value and never grow the graph.
+import { dtypes } from '../dtype.ts';
+import { execAlu, floorDiv, floorMod } from './alu.ts';
+import { ALU, Ops } from './ops.ts';
+import { graphRewrite, PatternMatcher, UPat } from './pattern.ts';
+import { UOp, uopHooks } from './uop.ts';
+
+// Integer rules reason about exact values; float arithmetic rounds, so floats only get exact rules.
+const isIntLike = (u: UOp) => u.dtype.count === 1 && (u.dtype.isInt || u.dtype === dtypes.bool);
+const isInt = (u: UOp) => u.dtype.count === 1 && u.dtype.isInt;
+const intVar = (name: string) => new UPat({ name, where: isInt });
+const posConst = (name: string) =>
+  new UPat({
+    op: Ops.CONST,
+    name,
+    where: (u) => typeof u.constValue === 'number' && (u.constValue as number) > 0,
+  });
+const cval = (u: UOp) => u.constValue as number;
+const safe = (...xs: number[]) => xs.every(Number.isSafeInteger);
+/** Division and comparison rules need the true integer value: no wrap-around may have happened in u. */
+const unwrapped = (u: UOp) => u.dtype === dtypes.index || !(u.vmin <= u.dtype.min && u.vmax >= u.dtype.max);
+const unwrappedVar = (name: string) => new UPat({ name, where: (u) => isInt(u) && unwrapped(u) });
+
+// --- sums: a sum of terms, each a node times an integer coefficient, plus a constant --------------------
+
+const MAX_TERMS = 256;
+
+interface Sum {
+  terms: UOp[];
+  coefs: number[];
+  konst: number;
+}
+
+/** Splits u into terms (walking through ADDs and constant MULs), or undefined if it is too large or not exact. */
+function flatten(u: UOp): Sum | undefined {
+  const sum: Sum = { terms: [], coefs: [], konst: 0 };
+  const index = new Map<UOp, number>();
+  const stack: [UOp, number][] = [[u, 1]];
+  while (stack.length) {
+    const [n, k] = stack.pop()!;
+    if (n.op === Ops.ADD) {
+      stack.push([n.src[1]!, k], [n.src[0]!, k]);
+      continue;
+    }
+    if (n.op === Ops.CONST) {
+      if (typeof n.constValue !== 'number') return undefined;
+      sum.konst += k * cval(n);
+      continue;
+    }
+    let term = n;
+    let coef = k;
+    if (n.op === Ops.MUL) {
+      const ci = n.src[1]!.op === Ops.CONST ? 1 : n.src[0]!.op === Ops.CONST ? 0 : -1;
+      if (ci >= 0) {
+        const c = n.src[ci]!.constValue;
+        if (typeof c !== 'number') return undefined;
+        term = n.src[1 - ci]!;
+        coef = k * c;
+      }
+    }
+    const at = index.get(term);
+    if (at === undefined) {
+      if (sum.terms.length === MAX_TERMS) return undefined;
+      index.set(term, sum.terms.length);
+      sum.terms.push(term);
+      sum.coefs.push(coef);
+    } else sum.coefs[at]! += coef;
+  }
+  return safe(sum.konst, ...sum.coefs) ? sum : undefined;
+}
+
+/** Builds the sum left to right in term order, constant last; zero terms vanish. */
+function build(like: UOp, sum: Sum): UOp {
+  let out: UOp | undefined;
+  for (let i = 0; i < sum.terms.length; i++) {
+    const c = sum.coefs[i]!;
+    if (c === 0) continue;
+    const t = c === 1 ? sum.terms[i]! : sum.terms[i]!.mul(c);
+    out = out === undefined ? t : out.add(t);
+  }
+  if (out === undefined) return like.constLike(sum.konst);
+  return sum.konst === 0 ? out : out.add(sum.konst);
+}
+
+/** Merges `x//c * k*c` with `x%c * k` into `x * k` (floor division and its remainder recombine). */
+function recombine(sum: Sum): void {
+  for (let i = 0; i < sum.terms.length; i++) {
+    const d = sum.terms[i]!;
+    if (d.op !== Ops.IDIV || d.src[1]!.op !== Ops.CONST || sum.coefs[i] === 0) continue;
+    const c = cval(d.src[1]!);
+    const j = sum.terms.findIndex((m) => m.op === Ops.MOD && m.src[0] === d.src[0] && m.src[1] === d.src[1]);
+    if (j < 0 || sum.coefs[i] !== sum.coefs[j]! * c) continue;
+    const k = sum.coefs[j]!;
+    sum.coefs[i] = 0;
+    sum.coefs[j] = 0;
+    sum.terms.push(d.src[0]!);
+    sum.coefs.push(k);
+  }
+}
+
+// --- cost: a rewrite is taken only when it adds no more nodes than it frees --------------------------
+
+const MAX_COST_WALK = 1024;
+
+/** Nodes of u's graph, or undefined past the walk limit. */
+function nodesOf(u: UOp): Set<UOp> | undefined {
+  const seen = new Set<UOp>([u]);
+  const stack = [u];
+  while (stack.length) {
+    for (const s of stack.pop()!.src)
+      if (!seen.has(s)) {
+        if (seen.size === MAX_COST_WALK) return undefined;
+        seen.add(s);
+        stack.push(s);
+      }
+  }
+  return seen;
+}
+
+/** cand if it is a different node that adds no more nodes than replacing old frees, else undefined. */
+function ifNotLarger(old: UOp, cand: UOp): UOp | undefined {
+  if (cand === old) return undefined;
+  const before = nodesOf(old);
+  const after = nodesOf(cand);
+  if (before === undefined || after === undefined) return undefined;
+  let added = 0;
+  for (const n of after) if (!before.has(n)) added++;
+  let freed = 0;
+  for (const n of before) if (!after.has(n)) freed++;
+  return added <= freed ? cand : undefined;
+}
+
+// --- rule helpers -------------------------------------------------------------------------------------
+
+function foldConstants(a: UOp): UOp | undefined {
+  if (a.dtype.count !== 1) return undefined;
+  const from = a.src[a.op === Ops.WHERE ? 1 : 0]!.dtype;
+  const v = execAlu(
+    a.op,
+    from,
+    a.src.map((s) => s.constValue),
+    a.dtype,
+  );
+  return v === undefined ? undefined : UOp.const(a.dtype, v);
+}
+
+/** An integer node whose interval is one point is that constant. */
+function foldInterval(a: UOp): UOp | undefined {
+  if (!isIntLike(a) || a.op === Ops.CONST) return undefined;
+  const lo = a.vmin;
+  return lo === a.vmax && Number.isSafeInteger(lo) ? UOp.const(a.dtype, lo) : undefined;
+}
+
+function simplifySum(a: UOp): UOp | undefined {
+  const sum = flatten(a);
+  if (sum === undefined) return undefined;
+  recombine(sum);
+  return ifNotLarger(a, build(a, sum));
+}
+
+/** (sum of terms) // c: terms whose coefficient c divides leave the division; a common factor cancels. */
+function divideSum(x: UOp, c: number, node: UOp): UOp | undefined {
+  if (!unwrapped(x)) return undefined;
+  const sum = flatten(x);
+  if (sum === undefined) return undefined;
+  const quotient: Sum = { terms: [], coefs: [], konst: floorDiv(sum.konst, c) };
+  const rest: Sum = { terms: [], coefs: [], konst: floorMod(sum.konst, c) };
+  sum.terms.forEach((t, i) => {
+    const k = sum.coefs[i]!;
+    const into = k % c === 0 ? quotient : rest;
+    into.terms.push(t);
+    into.coefs.push(k % c === 0 ? k / c : k);
+  });
+  let divisor = c;
+  const g = rest.coefs.reduce(gcd, c);
+  if (g > 1) {
+    rest.coefs = rest.coefs.map((k) => k / g);
+    rest.konst = Math.floor(rest.konst / g);
+    divisor = c / g;
+  }
+  const restExpr = build(x, rest);
+  const q = build(x, quotient);
+  const out = rest.terms.length === 0 && rest.konst === 0 ? q : q.add(restExpr.idiv(divisor));
+  return ifNotLarger(node, out);
+}
+
+/** (sum of terms) % c: terms that c divides vanish; coefficients and the constant reduce modulo c. */
+function modSum(x: UOp, c: number, node: UOp): UOp | undefined {
+  if (!unwrapped(x)) return undefined;
+  const sum = flatten(x);
+  if (sum === undefined) return undefined;
+  sum.coefs = sum.coefs.map((k) => floorMod(k, c));
+  sum.konst = floorMod(sum.konst, c);
+  const rest = build(x, sum);
+  return ifNotLarger(node, rest.mod(c));
+}
+
+/** x % c when x stays within one period [k*c, (k+1)*c): x - k*c. */
+function modByRange(x: UOp, c: number, node: UOp): UOp | undefined {
+  const k = Math.floor(x.vmin / c);
+  if (k !== Math.floor(x.vmax / c) || !Number.isSafeInteger(k * c)) return undefined;
+  return ifNotLarger(node, k === 0 ? x : x.add(-k * c));
+}
+
+function gcd(a: number, b: number): number {
+  a = Math.abs(a);
+  b = Math.abs(b);
+  while (b) [a, b] = [b, a % b];
+  return a;
+}
+
+const x = intVar('x');
+const y = intVar('y');
+const c1 = UPat.cvar('c1');
+const c2 = UPat.cvar('c2');
+const anyX = UPat.var('x');
+const ux = unwrappedVar('x');
+
+const ifSafe = (k: number, f: (k: number) => UOp) => (safe(k) ? f(k) : undefined);
+
+/** x < k with k held exactly by x's dtype. */
+function fitsConst(x: UOp, k: number): UOp | undefined {
+  return safe(k) && k >= x.dtype.min && k <= x.dtype.max ? x.lt(k) : undefined;
+}
+/** (x // a) // b = x // (a*b) for positive a, b when a*b fits the dtype. */
+function divideTwice(x: UOp, ab: number): UOp | undefined {
+  return safe(ab) && ab <= x.dtype.max ? x.idiv(ab) : undefined;
+}
+
+/** The simplifier's rules, in the order they are tried. */
+export const symbolic = new PatternMatcher([
+  // every operand constant: compute it
+  [new UPat({ op: [...ALU], src: UPat.cvar(), name: 'a' }), ({ a }) => foldConstants(a!)],
+  // an integer whose interval is one point (decided comparisons, x*0, x%1, dropped // and %)
+  [new UPat({ op: [...ALU], name: 'a' }), ({ a }) => foldInterval(a!)],
+  // identities
+  [anyX.mul(1), ({ x }) => x],
+  [new UPat({ name: 'x', where: isIntLike }).add(0), ({ x }) => x],
+  [x.idiv(1), ({ x }) => x],
+  [x.idiv(-1), ({ x }) => x!.mul(-1)],
+  [new UPat({ op: [Ops.AND, Ops.OR, Ops.MAX], src: [anyX, anyX] }), ({ x }) => x],
+  [new UPat({ op: Ops.WHERE, src: [UPat.var(), anyX, anyX] }), ({ x }) => x],
+  [
+    new UPat({ op: Ops.WHERE, src: [UPat.cvar('c'), UPat.var('a'), UPat.var('b')] }),
+    ({ c, a, b }) => (c!.constValue ? a : b),
+  ],
+  [UPat.var('c', dtypes.bool).where(UPat.const(true), UPat.const(false)), ({ c }) => c],
+  // booleans: double negation, x != false, x & true
+  [UPat.var('x', dtypes.bool).ne(true).ne(true), ({ x }) => x],
+  [UPat.var('x', dtypes.bool).ne(false), ({ x }) => x],
+  [UPat.var('x', dtypes.bool).and(true), ({ x }) => x],
+  // max decided by intervals
+  [
+    new UPat({ op: Ops.MAX, src: [x, y] }),
+    ({ x, y }) => (x!.vmin >= y!.vmax ? x : x!.vmax <= y!.vmin ? y : undefined),
+  ],
+  // constants move outward: (x*c1)*c2 -> x*(c1*c2), (x+c1)*c2 -> x*c2 + c1*c2
+  [x.mul(c1).mul(c2), ({ x, c1, c2 }) => ifSafe(cval(c1!) * cval(c2!), (k) => x!.mul(k))],
+  [x.add(c1).mul(c2), ({ x, c1, c2 }) => ifSafe(cval(c1!) * cval(c2!), (k) => x!.mul(c2!).add(k))],
+  // sums: like terms collect, constants fold and go last, x//c*c + x%c recombines to x
+  [new UPat({ op: Ops.ADD, name: 'a', where: isInt }), ({ a }) => simplifySum(a!)],
+  // floor division and remainder by a positive constant
+  [x.idiv(posConst('c1')).idiv(posConst('c2')), ({ x, c1, c2 }) => divideTwice(x!, cval(c1!) * cval(c2!))],
+  [
+    new UPat({ op: Ops.IDIV, src: [x, posConst('c')], name: 'n' }),
+    ({ x, c, n }) => divideSum(x!, cval(c!), n!),
+  ],
+  [
+    x.mod(posConst('c1')).mod(posConst('c2')),
+    ({ x, c1, c2 }) => (cval(c1!) % cval(c2!) === 0 ? x!.mod(c2!) : undefined),
+  ],
+  [
+    new UPat({ op: Ops.MOD, src: [x, posConst('c')], name: 'n' }),
+    ({ x, c, n }) => modByRange(x!, cval(c!), n!),
+  ],
+  [new UPat({ op: Ops.MOD, src: [x, posConst('c')], name: 'n' }), ({ x, c, n }) => modSum(x!, cval(c!), n!)],
+  // comparisons against constants: move the constant across
+  [
+    ux.add(c1).named('s').lt(c2),
+    ({ x, s, c1, c2 }) => (unwrapped(s!) ? fitsConst(x!, cval(c2!) - cval(c1!)) : undefined),
+  ],
+  [
+    ux.mul(posConst('c1')).named('s').lt(c2),
+    ({ x, s, c1, c2 }) => (unwrapped(s!) ? x!.lt(Math.ceil(cval(c2!) / cval(c1!))) : undefined),
+  ],
+  [ux.idiv(posConst('c1')).lt(c2), ({ x, c1, c2 }) => fitsConst(x!, cval(c2!) * cval(c1!))],
+]);
+
+/** Simplifies u to a fixed point of the symbolic rules. */
+export function simplify(u: UOp): UOp {
+  return graphRewrite(u, symbolic, { name: 'symbolic' });
+}
+
+uopHooks.simplify = simplify;

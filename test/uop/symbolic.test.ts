@@ -1,0 +1,172 @@
+// The symbolic simplifier: each named rewrite, and a property test that simplification keeps values and never grows.
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import { dtypes, Ops, UOp } from '../../src/index.ts';
+import { evaluate } from './evaluate.ts';
+
+const x = UOp.variable('x', 0, 10);
+const y = UOp.variable('y', 0, 3);
+const z = UOp.variable('z', -5, 5);
+const size = (u: UOp) => u.toposort().length;
+
+describe('named rewrites', () => {
+  it('folds constants with dtype wrap-around', () => {
+    expect(UOp.const(dtypes.index, 3).mul(4).add(2).simplify()).toBe(UOp.const(dtypes.index, 14));
+    expect(UOp.const(dtypes.int8, 100).add(100).simplify()).toBe(UOp.const(dtypes.int8, -56));
+    expect(UOp.const(dtypes.index, -7).idiv(2).simplify()).toBe(UOp.const(dtypes.index, -4));
+    expect(UOp.const(dtypes.index, -7).mod(2).simplify()).toBe(UOp.const(dtypes.index, 1));
+    expect(UOp.const(dtypes.float32, 0.1).add(0.2).simplify().constValue).toBe(
+      Math.fround(Math.fround(0.1) + Math.fround(0.2)),
+    );
+  });
+  it('applies the identities', () => {
+    expect(x.add(0).simplify()).toBe(x);
+    expect(x.mul(1).simplify()).toBe(x);
+    expect(x.mul(0).simplify()).toBe(UOp.const(dtypes.index, 0));
+    expect(x.idiv(1).simplify()).toBe(x);
+    expect(x.mod(1).simplify()).toBe(UOp.const(dtypes.index, 0));
+    expect(x.neg().neg().simplify()).toBe(x);
+    const b = x.lt(y);
+    expect(b.logicalNot().logicalNot().simplify()).toBe(b);
+  });
+  it('keeps float rules exact', () => {
+    const f = UOp.param(0, dtypes.float32, []);
+    expect(f.mul(1).simplify()).toBe(f);
+    expect(f.add(0).simplify()).toBe(f.add(0)); // -0 + 0 is +0
+    expect(f.mul(0).simplify()).toBe(f.mul(0)); // NaN * 0 is NaN
+  });
+  it('collects like terms and moves constants last', () => {
+    expect(x.mul(2).add(x.mul(3)).simplify()).toBe(x.mul(5));
+    expect(x.add(3).add(y).add(4).simplify()).toBe(x.add(y).add(7));
+    expect(x.sub(x).simplify()).toBe(UOp.const(dtypes.index, 0));
+    expect(x.mul(3).add(y).sub(x.mul(3)).simplify()).toBe(y);
+  });
+  it('folds (x*c+d)//c and (x*c+d)%c', () => {
+    expect(x.mul(4).add(y).idiv(4).simplify()).toBe(x);
+    expect(x.mul(4).add(y).mod(4).simplify()).toBe(y);
+    expect(z.mul(4).add(7).idiv(4).simplify()).toBe(z.add(1));
+    expect(z.mul(4).add(7).mod(4).simplify()).toBe(UOp.const(dtypes.index, 3));
+    expect(x.mul(6).add(y.mul(4)).idiv(8).simplify()).toBe(x.mul(3).add(y.mul(2)).idiv(4));
+  });
+  it('recombines x//c*c + x%c', () => {
+    expect(x.idiv(4).mul(4).add(x.mod(4)).simplify()).toBe(x);
+    expect(x.mod(4).add(y).add(x.idiv(4).mul(4)).simplify()).toBe(y.add(x));
+  });
+  it('drops // and % and decides comparisons from bounds', () => {
+    expect(y.mod(4).simplify()).toBe(y);
+    expect(y.idiv(4).simplify()).toBe(UOp.const(dtypes.index, 0));
+    expect(x.add(20).mod(10).simplify()).toBe(x.add(20).mod(10).simplify()); // spans two periods: kept
+    expect(UOp.variable('w', 12, 17).mod(10).simplify()).toBe(UOp.variable('w', 12, 17).add(-10));
+    expect(x.lt(11).simplify()).toBe(UOp.const(dtypes.bool, true));
+    expect(x.lt(0).simplify()).toBe(UOp.const(dtypes.bool, false));
+    expect(x.ne(-1).simplify()).toBe(UOp.const(dtypes.bool, true));
+    expect(x.add(1).lt(5).simplify()).toBe(x.lt(4));
+    expect(x.mul(4).lt(10).simplify()).toBe(x.lt(3));
+  });
+  it('folds where', () => {
+    expect(x.lt(11).where(x, y).simplify()).toBe(x);
+    expect(x.lt(y).where(z, z).simplify()).toBe(z);
+    expect(UOp.const(dtypes.bool, false).where(x, y).simplify()).toBe(y);
+  });
+  it('does not fold integer division by zero', () => {
+    const e = UOp.const(dtypes.int32, 1).idiv(0);
+    expect(e.simplify()).toBe(e);
+  });
+  it('respects int32 wrap-around', () => {
+    const v = UOp.variable('v', 0, 2 ** 31 - 1, dtypes.int32);
+    // v*4 can wrap, so (v*4+1)//4 is not v
+    expect(v.mul(4).add(1).idiv(4).simplify().op).toBe(Ops.IDIV);
+  });
+});
+
+// --- property: random expressions over bounded variables --------------------------------------------
+
+const VARS = [
+  { name: 'a', min: 0, max: 7 },
+  { name: 'b', min: -4, max: 4 },
+  { name: 'c', min: 1, max: 20 },
+  { name: 'd', min: 0, max: 1 },
+];
+const vars = VARS.map((v) => UOp.variable(v.name, v.min, v.max));
+
+type Expr =
+  | { kind: 'leaf'; v: number }
+  | { kind: 'const'; c: number }
+  | { kind: 'op'; op: string; a: Expr; b: Expr; k: number };
+
+const exprArb: fc.Arbitrary<Expr> = fc.letrec<{ e: Expr }>((tie) => ({
+  e: fc.oneof(
+    { depthSize: 'small', withCrossShrink: true },
+    fc.record({ kind: fc.constant('leaf' as const), v: fc.integer({ min: 0, max: VARS.length - 1 }) }),
+    fc.record({ kind: fc.constant('const' as const), c: fc.integer({ min: -9, max: 9 }) }),
+    fc.record({
+      kind: fc.constant('op' as const),
+      op: fc.constantFrom('add', 'sub', 'mul', 'mulc', 'idiv', 'mod', 'max', 'min', 'neg', 'where', 'lt'),
+      a: tie('e'),
+      b: tie('e'),
+      k: fc.integer({ min: 1, max: 12 }),
+    }),
+  ),
+})).e;
+
+function build(e: Expr): UOp {
+  if (e.kind === 'leaf') return vars[e.v]!;
+  if (e.kind === 'const') return UOp.const(dtypes.index, e.c);
+  const a = build(e.a);
+  const b = build(e.b);
+  switch (e.op) {
+    case 'add':
+      return a.add(b);
+    case 'sub':
+      return a.sub(b);
+    case 'mul':
+      return a.mul(b);
+    case 'mulc':
+      return a.mul(e.k);
+    case 'idiv':
+      return a.idiv(e.k);
+    case 'mod':
+      return a.mod(e.k);
+    case 'max':
+      return a.maximum(b);
+    case 'min':
+      return a.minimum(b);
+    case 'neg':
+      return a.neg();
+    case 'where':
+      return a.lt(b).where(a, b.add(e.k));
+    default:
+      return a.lt(b).where(UOp.const(dtypes.index, e.k), a);
+  }
+}
+
+const assignments = fc.tuple(...VARS.map((v) => fc.integer({ min: v.min, max: v.max })));
+
+describe('property: simplify', () => {
+  it('keeps the value for every sampled assignment and never adds nodes', () => {
+    fc.assert(
+      fc.property(exprArb, fc.array(assignments, { minLength: 8, maxLength: 8 }), (e, samples) => {
+        const u = build(e);
+        const s = u.simplify();
+        expect(size(s)).toBeLessThanOrEqual(size(u));
+        for (const vals of [...samples, VARS.map((v) => v.min), VARS.map((v) => v.max)]) {
+          const env = Object.fromEntries(VARS.map((v, i) => [v.name, vals[i]!]));
+          expect(evaluate(s, env)).toBe(evaluate(u, env));
+          const got = Number(evaluate(s, env));
+          expect(got).toBeGreaterThanOrEqual(s.vmin);
+          expect(got).toBeLessThanOrEqual(s.vmax);
+        }
+      }),
+      { numRuns: 1500, seed: 20261122 },
+    );
+  });
+  it('is idempotent', () => {
+    fc.assert(
+      fc.property(exprArb, (e) => {
+        const s = build(e).simplify();
+        expect(s.simplify()).toBe(s);
+      }),
+      { numRuns: 500, seed: 7 },
+    );
+  });
+});
