@@ -171,12 +171,14 @@ function scalarRange(d: DType): readonly [number, number] {
 // ---------------------------------------------------------------------------------------------------
 // Promotion lattice. An edge a -> b means a's values fit in b (b is "wider"):
 //   bool -> int8, uint8
-//   int8 -> int16 -> int32 -> int64;   uintN -> uint(2N) and intN*2 (uint8 -> int16, ...)
-//   int64, uint64 -> float16, bfloat16 (an integer meeting a float becomes that float)
+//   int8 -> int16 -> int32 -> int64 -> uint64;   uintN -> uint(2N) and int(2N) (uint8 -> int16, ...)
+//   uint64 -> index (the type of index arithmetic sits above every storable integer)
+//   index -> float16, bfloat16 (an integer meeting a float becomes that float)
 //   float16, bfloat16 -> float32 -> float64
-// promote(a, b) is the least common upper bound; when two bounds tie (float16 and bfloat16) their own
-// bound is taken, so int64 + uint64 gives float32 and float16 + bfloat16 gives float32.
-// `index` sits outside the lattice: it absorbs bool and integers and yields to floats.
+// promote(a, b) is the least common upper bound. Every pair has exactly one, so promote is commutative and
+// associative: int64 + uint64 gives uint64 (as tinygrad does), index absorbs bool and integers and yields to
+// floats, and float16 + bfloat16 gives float32. (A tie such as "int64 + uint64 is float16 or bfloat16" would
+// break associativity: (int8 + uint64) + float16 and int8 + (uint64 + float16) would differ.)
 
 const {
   bool,
@@ -192,17 +194,19 @@ const {
   bfloat16,
   float32,
   float64,
+  index,
 } = dtypes;
 const latticeParents = new Map<DType, readonly DType[]>([
   [bool, [int8, uint8]],
   [int8, [int16]],
   [int16, [int32]],
   [int32, [int64]],
-  [int64, [float16, bfloat16]],
+  [int64, [uint64]],
   [uint8, [int16, uint16]],
   [uint16, [int32, uint32]],
   [uint32, [int64, uint64]],
-  [uint64, [float16, bfloat16]],
+  [uint64, [index]],
+  [index, [float16, bfloat16]],
   [float16, [float32]],
   [bfloat16, [float32]],
   [float32, [float64]],
@@ -219,9 +223,8 @@ const upperSets = new Map([...latticeParents.keys()].map((d) => [d, upperSet(d)]
 function leastUpper(a: DType, b: DType): DType {
   const ua = upperSets.get(a)!;
   const common = [...upperSets.get(b)!].filter((d) => ua.has(d));
-  // minimal elements: those not above another common bound
-  const minimal = common.filter((d) => !common.some((o) => o !== d && upperSets.get(o)!.has(d)));
-  return minimal.reduce(leastUpper);
+  // the lattice gives every pair one minimal common bound: the one below all the others
+  return common.find((d) => common.every((o) => upperSets.get(d)!.has(o)))!;
 }
 
 const promoteCache = new Map<DType, Map<DType, DType>>();
@@ -231,10 +234,6 @@ export function promote(a: DType, b: DType): DType {
   if (a === b) return a;
   if (a.count !== 1 || b.count !== 1 || a.isPtr || b.isPtr || a.kind === 'void' || b.kind === 'void')
     throw new Error(`promote: no common dtype for ${a.name} and ${b.name}; only scalar dtypes promote`);
-  if (a === dtypes.index || b === dtypes.index) {
-    const other = a === dtypes.index ? b : a;
-    return other.isFloat ? other : dtypes.index;
-  }
   let row = promoteCache.get(a);
   if (row === undefined) promoteCache.set(a, (row = new Map()));
   let r = row.get(b);
@@ -356,12 +355,12 @@ function wrapInt(d: DType, x: number | bigint): number | bigint {
     if (d.kind === 'uint') return bits === 32 ? x >>> 0 : x & (2 ** bits - 1);
     return bits === 32 ? x | 0 : (x << (32 - bits)) >> (32 - bits);
   }
-  // 64-bit (and index): exact through BigInt when the number is not safe
+  // 64-bit (and index), or a bigint: exact through BigInt when the number is not safe
   if (typeof x === 'number' && Number.isSafeInteger(x)) {
     if (d.kind === 'uint' && x < 0) x = BigInt(x);
     else return x === 0 ? 0 : x; // normalizes -0
   }
-  const big = d.kind === 'uint' ? BigInt.asUintN(64, BigInt(x)) : BigInt.asIntN(64, BigInt(x));
+  const big = d.kind === 'uint' ? BigInt.asUintN(bits, BigInt(x)) : BigInt.asIntN(bits, BigInt(x));
   return INT64_SAFE(big) ? Number(big) : big;
 }
 

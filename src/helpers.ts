@@ -76,7 +76,10 @@ export function prod(xs: readonly number[]): number {
   return p;
 }
 
-const SHA256_K = new Uint32Array([
+const SHA256_INIT = new Int32Array([
+  0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a, 0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19,
+]);
+const SHA256_K = new Int32Array([
   0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5, 0xd807aa98,
   0x12835b01, 0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe, 0x9bdc06a7, 0xc19bf174, 0xe49b69c1, 0xefbe4786,
   0x0fc19dc6, 0x240ca1cc, 0x2de92c6f, 0x4a7484aa, 0x5cb0a9dc, 0x76f988da, 0x983e5152, 0xa831c66d, 0xb00327c8,
@@ -86,63 +89,85 @@ const SHA256_K = new Uint32Array([
   0x5b9cca4f, 0x682e6ff3, 0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb, 0xbef9a3f7,
   0xc67178f2,
 ]);
-const sha256W = new Uint32Array(64);
+const sha256W = new Int32Array(64);
+const sha256H = new Int32Array(8);
 const textEncoder = new TextEncoder();
+let sha256Buf = new Uint8Array(256);
+const HEX = Array.from({ length: 256 }, (_, i) => i.toString(16).padStart(2, '0'));
 
 /** SHA-256 of a string's UTF-8 bytes, as 64 hex digits: a content key that is the same in every process. */
 export function sha256(text: string): string {
-  const msg = textEncoder.encode(text);
-  const total = Math.ceil((msg.length + 9) / 64) * 64;
-  const data = new Uint8Array(total);
-  data.set(msg);
-  data[msg.length] = 0x80;
-  const bitLen = msg.length * 8;
-  const view = new DataView(data.buffer);
-  view.setUint32(total - 8, Math.floor(bitLen / 2 ** 32));
-  view.setUint32(total - 4, bitLen >>> 0);
-  const h = new Uint32Array([
-    0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a, 0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19,
-  ]);
+  // the message, padded, in a reused buffer (content keys hash millions of short strings)
+  const need = Math.ceil((text.length * 3 + 9) / 64) * 64;
+  if (sha256Buf.length < need) sha256Buf = new Uint8Array(need);
+  const data = sha256Buf;
+  let len = 0;
+  for (; len < text.length; len++) {
+    const ch = text.charCodeAt(len);
+    if (ch >= 0x80) break;
+    data[len] = ch;
+  }
+  if (len < text.length) len = textEncoder.encodeInto(text, data).written;
+  const total = Math.ceil((len + 9) / 64) * 64;
+  data.fill(0, len, total);
+  data[len] = 0x80;
+  const bitLen = len * 8;
+  const hi = Math.floor(bitLen / 2 ** 32);
+  const lo = bitLen >>> 0;
+  for (let i = 0; i < 4; i++) {
+    data[total - 8 + i] = hi >>> (24 - 8 * i);
+    data[total - 4 + i] = lo >>> (24 - 8 * i);
+  }
+  const h = sha256H;
+  h.set(SHA256_INIT);
   const w = sha256W;
-  const rotr = (x: number, n: number) => (x >>> n) | (x << (32 - n));
   for (let off = 0; off < total; off += 64) {
-    for (let i = 0; i < 16; i++) w[i] = view.getUint32(off + i * 4);
-    for (let i = 16; i < 64; i++) {
-      const a = w[i - 15]!;
-      const b = w[i - 2]!;
-      const s0 = rotr(a, 7) ^ rotr(a, 18) ^ (a >>> 3);
-      const s1 = rotr(b, 17) ^ rotr(b, 19) ^ (b >>> 10);
-      w[i] = w[i - 16]! + s0 + w[i - 7]! + s1;
+    for (let i = 0; i < 16; i++) {
+      const p = off + i * 4;
+      w[i] = (data[p]! << 24) | (data[p + 1]! << 16) | (data[p + 2]! << 8) | data[p + 3]!;
     }
-    let [a, b, c, d, e, f, g, hh] = h as unknown as number[];
+    for (let i = 16; i < 64; i++) {
+      const x = w[i - 15]!;
+      const y = w[i - 2]!;
+      const s0 = ((x >>> 7) | (x << 25)) ^ ((x >>> 18) | (x << 14)) ^ (x >>> 3);
+      const s1 = ((y >>> 17) | (y << 15)) ^ ((y >>> 19) | (y << 13)) ^ (y >>> 10);
+      w[i] = (w[i - 16]! + s0 + w[i - 7]! + s1) | 0;
+    }
+    let a = h[0]!;
+    let b = h[1]!;
+    let c = h[2]!;
+    let d = h[3]!;
+    let e = h[4]!;
+    let f = h[5]!;
+    let g = h[6]!;
+    let hh = h[7]!;
     for (let i = 0; i < 64; i++) {
-      const t1 =
-        (hh! +
-          (rotr(e!, 6) ^ rotr(e!, 11) ^ rotr(e!, 25)) +
-          ((e! & f!) ^ (~e! & g!)) +
-          SHA256_K[i]! +
-          w[i]!) |
-        0;
-      const t2 = ((rotr(a!, 2) ^ rotr(a!, 13) ^ rotr(a!, 22)) + ((a! & b!) ^ (a! & c!) ^ (b! & c!))) | 0;
+      const S1 = ((e >>> 6) | (e << 26)) ^ ((e >>> 11) | (e << 21)) ^ ((e >>> 25) | (e << 7));
+      const t1 = (hh + S1 + ((e & f) ^ (~e & g)) + SHA256_K[i]! + w[i]!) | 0;
+      const S0 = ((a >>> 2) | (a << 30)) ^ ((a >>> 13) | (a << 19)) ^ ((a >>> 22) | (a << 10));
+      const t2 = (S0 + ((a & b) ^ (a & c) ^ (b & c))) | 0;
       hh = g;
       g = f;
       f = e;
-      e = (d! + t1) | 0;
+      e = (d + t1) | 0;
       d = c;
       c = b;
       b = a;
       a = (t1 + t2) | 0;
     }
-    h[0]! += a!;
-    h[1]! += b!;
-    h[2]! += c!;
-    h[3]! += d!;
-    h[4]! += e!;
-    h[5]! += f!;
-    h[6]! += g!;
-    h[7]! += hh!;
+    h[0] = h[0]! + a;
+    h[1] = h[1]! + b;
+    h[2] = h[2]! + c;
+    h[3] = h[3]! + d;
+    h[4] = h[4]! + e;
+    h[5] = h[5]! + f;
+    h[6] = h[6]! + g;
+    h[7] = h[7]! + hh;
   }
   let out = '';
-  for (const x of h) out += x.toString(16).padStart(8, '0');
+  for (let i = 0; i < 8; i++) {
+    const x = h[i]!;
+    out += HEX[(x >>> 24) & 255]! + HEX[(x >>> 16) & 255]! + HEX[(x >>> 8) & 255]! + HEX[x & 255]!;
+  }
   return out;
 }

@@ -28,3 +28,5 @@ export {
   UPat,
 } from './uop/pattern.ts';
 export { type OpNode, type Shape, type sint, UOp } from './uop/uop.ts';
+
+import './uop/symbolic.ts';

@@ -11,8 +11,11 @@ export function axisOf(u: UOp): number | null {
     case Ops.BUFFER:
     case Ops.PARAM:
       return isTuple(u.device) ? 0 : null;
-    case Ops.COPY:
     case Ops.LOAD:
+      // a LOAD that names no device is a contiguous copy in place (the spec's CONTIGUOUS): it keeps the axis
+      if ((u.arg as ArgOf<Ops.LOAD>)?.device === undefined) return a0;
+      return isTuple(u.device) ? 0 : null;
+    case Ops.COPY:
       // moving onto a device tuple shards along axis 0; onto one device gathers
       return isTuple(u.device) ? 0 : null;
     case Ops.PERMUTE:

@@ -1,5 +1,5 @@
 // Interval analysis: the [vmin, vmax] of a node from its sources' intervals (read from their _range).
-import { type DType, dtypes } from '../dtype.ts';
+import { type DType, dtypes, truncate } from '../dtype.ts';
 import { type ArgOf, GroupOp, Ops } from './ops.ts';
 import type { UOp } from './uop.ts';
 
@@ -133,7 +133,8 @@ export function intervalOf(u: UOp): Interval {
 function castInterval([lo, hi]: Interval, to: DType): Interval {
   if (to.base === dtypes.bool)
     return lo === 0 && hi === 0 ? BOOL_FALSE : lo > 0 || hi < 0 ? BOOL_TRUE : BOOL_ANY;
-  if (to.isFloat) return [lo, hi];
+  // rounding is monotone, so the rounded bounds bound the rounded values (int32 16777217 is 16777216 in float32)
+  if (to.isFloat) return [truncate(to, lo) as number, truncate(to, hi) as number];
   const [tlo, thi] = [Math.trunc(lo), Math.trunc(hi)];
   const [a, b] = dtypeRange(to);
   return tlo >= a && thi <= b ? [tlo, thi] : [a, b];

@@ -137,16 +137,7 @@ export class UPat {
     const srcs =
       src === undefined ? undefined : src instanceof UPat ? src.matcher() : src.map((p) => p.matcher());
     const matchSrc = buildSrcMatcher(srcs, anyOrder === true, allowMore === true);
-    return (u, m, k) => {
-      if (!test(u)) return false;
-      if (name === undefined) return matchSrc(u.src, m, k);
-      const prev = m[name];
-      if (prev !== undefined && prev !== u) return false;
-      if (prev === undefined) m[name] = u;
-      if (matchSrc(u.src, m, k)) return true;
-      if (prev === undefined) delete m[name];
-      return false;
-    };
+    return bindName(name, (u, m, k) => test(u) && matchSrc(u.src, m, k));
   }
 
   toString(): string {
@@ -162,16 +153,36 @@ export class UPat {
   }
 }
 
+/** Binds `name` to the node (or checks an earlier binding) around `inner`; unbinds on failure. */
+function bindName(name: string | undefined, inner: Matcher): Matcher {
+  if (name === undefined) return inner;
+  return (u, m, k) => {
+    const prev = m[name];
+    if (prev !== undefined && prev !== u) return false;
+    if (prev === undefined) m[name] = u;
+    if (inner(u, m, k)) return true;
+    if (prev === undefined) delete m[name];
+    return false;
+  };
+}
+
 class AnyUPat extends UPat {
-  constructor(readonly alts: readonly UPat[]) {
-    super({});
+  constructor(
+    readonly alts: readonly UPat[],
+    name?: string,
+  ) {
+    super({ name });
   }
   protected override compile(): Matcher {
     const ms = this.alts.map((a) => a.matcher());
-    return (u, m, k) => ms.some((f) => f(u, m, k));
+    return bindName(this.opts.name, (u, m, k) => ms.some((f) => f(u, m, k)));
+  }
+  // a plain UPat built from this one's (empty) options would match anything
+  override named(name: string): UPat {
+    return new AnyUPat(this.alts, name);
   }
   override toString(): string {
-    return `any(${this.alts.join(', ')})`;
+    return `${this.opts.name === undefined ? '' : `${this.opts.name}=`}any(${this.alts.join(', ')})`;
   }
 }
 
@@ -217,8 +228,10 @@ function sameValue(a: ConstValue, b: ConstValue): boolean {
 
 function sameArg(a: unknown, b: unknown): boolean {
   if (a === b) return true;
-  if (Array.isArray(a) && Array.isArray(b))
-    return a.length === b.length && a.every((x, i) => sameArg(x, b[i]));
+  if (Array.isArray(a) || Array.isArray(b))
+    return (
+      Array.isArray(a) && Array.isArray(b) && a.length === b.length && a.every((x, i) => sameArg(x, b[i]))
+    );
   if (typeof a === 'object' && typeof b === 'object' && a !== null && b !== null) {
     const ka = Object.keys(a);
     return (
@@ -315,11 +328,28 @@ export function graphRewrite<C>(root: UOp, pm: PatternMatcher<C>, opts: RewriteO
   const cur: UOp[] = [root];
   const stage: number[] = [0];
   const next: (UOp | undefined)[] = [undefined];
+  // Two started frames of one node mean its result depends on itself: with deterministic rules the stack
+  // would grow forever. The stack is scanned for that each time its depth doubles (amortized O(1) a push).
+  let checkAt = 1 << 16;
+  const checkCycle = () => {
+    const started = new Set<UOp>();
+    for (let i = 0; i < nodes.length; i++) {
+      if (stage[i] === 0) continue;
+      const u = nodes[i]!;
+      if (started.has(u))
+        throw new Error(
+          `graphRewrite ${name}: no fixed point: a ${opName(u.op)} is rewritten into a graph that needs it`,
+        );
+      started.add(u);
+    }
+    checkAt = nodes.length * 2;
+  };
   const push = (u: UOp) => {
     nodes.push(u);
     cur.push(u);
     stage.push(0);
     next.push(undefined);
+    if (nodes.length >= checkAt) checkCycle();
   };
   const finish = (u: UOp, result: UOp) => {
     done.set(u, result);
@@ -378,16 +408,28 @@ function fixedPoint<C>(u: UOp, pm: PatternMatcher<C>, ctx: C, name: string): UOp
   );
 }
 
-/** Replaces nodes by the map, everywhere below root. */
+/**
+ * Replaces nodes by the map, everywhere below root, all at once: only nodes of the original graph are
+ * replaced, never nodes inside a replacement, so `x -> x + 1` and swaps (`x -> y, y -> x`) work.
+ */
 export function substitute(root: UOp, map: ReadonlyMap<UOp, UOp>): UOp {
   if (map.size === 0) return root;
-  return graphRewrite(
-    root,
-    new PatternMatcher<ReadonlyMap<UOp, UOp>>([[new UPat({ name: 'u' }), ({ u }, m) => m.get(u!)]]),
-    {
-      ctx: map,
-      bottomUp: true,
-      name: 'substitute',
-    },
-  );
+  const out = new Map<UOp, UOp>();
+  for (const u of root.toposort()) {
+    const r = map.get(u);
+    if (r !== undefined) {
+      out.set(u, r);
+      continue;
+    }
+    let src: UOp[] | undefined;
+    for (let i = 0; i < u.src.length; i++) {
+      const s = out.get(u.src[i]!)!;
+      if (s !== u.src[i] && src === undefined) src = u.src.slice(0, i);
+      src?.push(s);
+    }
+    out.set(u, src === undefined ? u : u.withSrc(src));
+  }
+  const result = out.get(root)!;
+  tracer?.('substitute', root, result);
+  return result;
 }

@@ -260,13 +260,21 @@ function permuteShape(s: Shape, order: readonly number[]): Shape {
   return order.map((a) => s[a]!);
 }
 
-/** Product of sizes as (number, sorted ids of symbolic factors), so symbolic products can be compared. */
+/**
+ * Product of sizes as (number, sorted ids of symbolic factors), so symbolic products can be compared. A MUL
+ * size is split into its factors, so that (n, 3) and (n*3,) hold the same number of elements.
+ */
 function symbolicProduct(s: Shape): [number, string] {
   let n = 1;
   const ids: number[] = [];
-  for (const d of s)
+  const stack: sint[] = [...s];
+  while (stack.length) {
+    const d = stack.pop()!;
     if (typeof d === 'number') n *= d;
+    else if (d.op === Ops.CONST) n *= Number((d.arg as ArgOf<Ops.CONST>).value);
+    else if (d.op === Ops.MUL) stack.push(...d.src);
     else ids.push(d.id);
+  }
   return [n, ids.sort((a, b) => a - b).join(',')];
 }
 

@@ -4,6 +4,7 @@ import { SPEC, sha256 } from '../helpers.ts';
 import { axisOf } from './axis.ts';
 import { intervalOf } from './interval.ts';
 import { type Arg, type ArgOf, AxisType, type Device, GroupOp, Ops, opName, type Tag } from './ops.ts';
+import { identityHash, insert, internedCount, lookup } from './intern.ts';
 import { deriveDType, deriveShape, type Shape, type sint } from './shape.ts';
 
 export type { Shape, sint };
@@ -13,12 +14,6 @@ export type OpNode<O extends Ops> = UOp & { readonly op: O; readonly arg: ArgOf<
 
 type Operand = UOp | ConstValue;
 
-// The hash-cons table holds nodes weakly: a node lives as long as someone else holds it. (V8 keeps every
-// weakly held object alive until the current job ends, so memory is returned at the next await.)
-const table = new Map<string, WeakRef<UOp>>();
-const reclaim = new FinalizationRegistry<string>((key) => {
-  if (table.get(key)?.deref() === undefined) table.delete(key);
-});
 let nextId = 0;
 
 /** Hooks filled in by modules that UOp needs but that are built on top of it. */
@@ -37,8 +32,14 @@ export class UOp {
   _range: readonly [number, number] | undefined = undefined;
   /** @internal shard axis (null: none), computed on first use */
   _axis: number | null | undefined = undefined;
+  /** @internal the arg's content text ('' for null and CONST args) */
+  _argKey = '';
   /** @internal content key, computed on first use */
   _key: string | undefined = undefined;
+  /** @internal device (null: none), computed on first use */
+  _device: Device | null | undefined = undefined;
+  /** @internal address space (null: none), computed on first use */
+  _addrspace: AddrSpace | null | undefined = undefined;
   /** @internal the sizes a STACK/VCONST holds when used as a shape */
   _sizes: readonly sint[] | undefined = undefined;
 
@@ -62,22 +63,23 @@ export class UOp {
     arg: ArgOf<O> = null as ArgOf<O>,
     tag: Tag = null,
   ): UOp {
-    let key = `${op}|${argKey(op, arg)}|${tag === null ? '' : typeof tag === 'string' ? JSON.stringify(tag) : tag}`;
-    for (let i = 0; i < src.length; i++) key += `,${src[i]!.id}`;
-    const hit = table.get(key)?.deref();
+    const aKey = arg === null || op === Ops.CONST ? '' : argKey(op, arg);
+    const h = identityHash(op, src, arg, aKey, tag);
+    const hit = lookup(h, op, src, arg, aKey, tag);
     if (hit !== undefined) return hit;
     const dtype = deriveDType(op, src, arg);
     const shape = deriveShape(op, src, arg, dtype);
     const u = new UOp(op, Object.isFrozen(src) ? src : Object.freeze(src.slice()), arg, tag, dtype, shape);
-    table.set(key, new WeakRef(u));
-    reclaim.register(u, key);
+    u._argKey = aKey;
+    // verify before caching, so that building an invalid node again is refused again
     if (SPEC.value >= 2) uopHooks.verifyNode?.(u);
+    insert(h, u);
     return u;
   }
 
   /** How many nodes the hash-cons table holds (live or awaiting collection). */
   static tableSize(): number {
-    return table.size;
+    return internedCount();
   }
 
   isOp<O extends Ops>(op: O): this is OpNode<O> {
@@ -144,10 +146,10 @@ export class UOp {
   }
   /** The device: a name, a tuple of names, or null for device-free nodes (constants, ranges). */
   get device(): Device | null {
-    return deviceOf(this);
+    return this._device !== undefined ? this._device : computeBottomUp(this, deviceSlot);
   }
   get addrspace(): AddrSpace | null {
-    return addrspaceOf(this);
+    return this._addrspace !== undefined ? this._addrspace : computeBottomUp(this, addrspaceSlot);
   }
   /** Lower bound of the values this node can take (interval analysis). */
   get vmin(): number {
@@ -375,12 +377,20 @@ function valueKey(v: unknown): string {
       if (v instanceof Uint8Array)
         return `bytes:${Array.from(v, (b) => b.toString(16).padStart(2, '0')).join('')}`;
       if ('name' in v && 'itemsize' in v) return (v as DType).name;
-      const keys = Object.keys(v).sort();
+      // an undefined field is the same arg as an absent one
+      const keys = Object.keys(v)
+        .filter((k) => (v as Record<string, unknown>)[k] !== undefined)
+        .sort();
       return `{${keys.map((k) => `${k}:${valueKey((v as Record<string, unknown>)[k])}`).join(',')}}`;
     }
     default:
       throw new Error(`cannot key a ${typeof v} arg`);
   }
+}
+
+/** A tag as key text: strings quoted, so that tag 1 and tag '1' differ. */
+function tagKey(tag: Tag): string {
+  return tag === null ? '' : typeof tag === 'string' ? JSON.stringify(tag) : String(tag);
 }
 
 export function argKey(op: Ops, arg: Arg): string {
@@ -403,7 +413,7 @@ function deviceOf(u: UOp): Device | null {
     case Ops.COPY:
       return u.arg as Device;
     case Ops.LOAD:
-      return (u.arg as ArgOf<Ops.LOAD>)?.device ?? u.src[0]!.device;
+      return (u.arg as ArgOf<Ops.LOAD>)?.device ?? u.src[0]!._device!;
     case Ops.CONST:
     case Ops.VCONST:
     case Ops.RANGE:
@@ -412,11 +422,11 @@ function deviceOf(u: UOp): Device | null {
       return null;
     case Ops.FUNCTION:
     case Ops.CALL:
-      return u.src[1]?.device ?? null;
+      return u.src[1]?._device ?? null;
     default: {
       // the first source that lives on a device (constants broadcast onto any device)
       for (const s of u.src) {
-        const d = s.device;
+        const d = s._device!;
         if (d !== null) return d;
       }
       return null;
@@ -435,9 +445,10 @@ function addrspaceOf(u: UOp): AddrSpace | null {
     case Ops.BUFFERVIEW:
     case Ops.INDEX:
     case Ops.AFTER:
-      return u.src[0]!.addrspace;
+      return u.src[0]!._addrspace!;
     default:
-      return GroupOp.Movement.has(u.op) ? u.src[0]!.addrspace : null;
+      // (a STACK may have no sources: the empty shape)
+      return GroupOp.Movement.has(u.op) ? (u.src[0]?._addrspace ?? null) : null;
   }
 }
 
@@ -472,6 +483,20 @@ const axisSlot: Slot<number | null> = {
     u._axis = v;
   },
 };
+const deviceSlot: Slot<Device | null> = {
+  get: (u) => u._device,
+  compute: deviceOf,
+  set: (u, v) => {
+    u._device = v;
+  },
+};
+const addrspaceSlot: Slot<AddrSpace | null> = {
+  get: (u) => u._addrspace,
+  compute: addrspaceOf,
+  set: (u, v) => {
+    u._addrspace = v;
+  },
+};
 const keySlot: Slot<string> = {
   get: (u) => u._key,
   compute: contentKey,
@@ -503,7 +528,7 @@ function computeBottomUp<T>(root: UOp, slot: Slot<T>): T {
 }
 
 function contentKey(u: UOp): string {
-  let text = `${opName(u.op)}|${argKey(u.op, u.arg)}|${u.tag ?? ''}`;
+  let text = `${opName(u.op)}|${argKey(u.op, u.arg)}|${tagKey(u.tag)}`;
   for (const s of u.src) text += `|${s._key}`;
   return sha256(text);
 }
