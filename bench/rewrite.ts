@@ -98,7 +98,9 @@ rows.push(['construct new nodes', built, ms]);
   const [out, t] = time(() => exprs.map((e) => e.simplify()));
   const outputNodes = out.reduce((n, e) => n + e.toposort().length, 0);
   rows.push(['simplify 10,000 expressions (input nodes)', inputNodes, t]);
-  console.log(`simplified ${inputNodes} nodes to ${outputNodes} (${((outputNodes / inputNodes) * 100).toFixed(1)}%)`);
+  console.log(
+    `simplified ${inputNodes} nodes to ${outputNodes} (${((outputNodes / inputNodes) * 100).toFixed(1)}%)`,
+  );
 }
 
 console.log('');

@@ -1,5 +1,5 @@
 // The hash-cons table: finds the live node equal to (op, src, arg, tag), holding every node weakly.
-import type { ArgOf, Arg, Ops, Tag } from './ops.ts';
+import type { Arg, ArgOf, Ops, Tag } from './ops.ts';
 import type { UOp } from './uop.ts';
 
 // Buckets are keyed by a 32-bit hash (numbers hash far faster than built strings). A node lives as long as
@@ -66,7 +66,14 @@ function sameIdentity(u: UOp, op: Ops, src: readonly UOp[], arg: Arg, argKey: st
   return a !== null && b !== null && a.dtype === b.dtype && Object.is(a.value, b.value);
 }
 
-export function lookup(h: number, op: Ops, src: readonly UOp[], arg: Arg, argKey: string, tag: Tag): UOp | undefined {
+export function lookup(
+  h: number,
+  op: Ops,
+  src: readonly UOp[],
+  arg: Arg,
+  argKey: string,
+  tag: Tag,
+): UOp | undefined {
   const b = buckets.get(h);
   if (b === undefined) return undefined;
   if (!Array.isArray(b)) {

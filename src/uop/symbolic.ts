@@ -244,7 +244,10 @@ export const symbolic = new PatternMatcher([
     new UPat({ op: Ops.WHERE, src: [UPat.cvar('c'), UPat.var('a'), UPat.var('b')] }),
     ({ c, a, b }) => (c!.constValue ? a : b),
   ],
-  [UPat.var('c', dtypes.bool).where(UPat.const(true, dtypes.bool), UPat.const(false, dtypes.bool)), ({ c }) => c],
+  [
+    UPat.var('c', dtypes.bool).where(UPat.const(true, dtypes.bool), UPat.const(false, dtypes.bool)),
+    ({ c }) => c,
+  ],
   // booleans: double negation, x != false, x & true
   [UPat.var('x', dtypes.bool).ne(true).ne(true), ({ x }) => x],
   [UPat.var('x', dtypes.bool).ne(false), ({ x }) => x],

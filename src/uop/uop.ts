@@ -2,9 +2,9 @@
 import { AddrSpace, type ConstValue, type DType, dtypes, truncate } from '../dtype.ts';
 import { SPEC, sha256 } from '../helpers.ts';
 import { axisOf } from './axis.ts';
+import { identityHash, insert, internedCount, lookup } from './intern.ts';
 import { intervalOf } from './interval.ts';
 import { type Arg, type ArgOf, AxisType, type Device, GroupOp, Ops, opName, type Tag } from './ops.ts';
-import { identityHash, insert, internedCount, lookup } from './intern.ts';
 import { deriveDType, deriveShape, type Shape, type sint } from './shape.ts';
 
 export type { Shape, sint };
