@@ -27,6 +27,7 @@ export {
   substitute,
   UPat,
 } from './uop/pattern.ts';
+export { fromCode, printGraph, printLinear, toCode } from './uop/print.ts';
+export { type Stage, specs, verify, verifyStage } from './uop/spec.ts';
+export { simplify, symbolic } from './uop/symbolic.ts';
 export { type OpNode, type Shape, type sint, UOp } from './uop/uop.ts';
-
-import './uop/symbolic.ts';

@@ -66,6 +66,11 @@ function sameIdentity(u: UOp, op: Ops, src: readonly UOp[], arg: Arg, argKey: st
   return a !== null && b !== null && a.dtype === b.dtype && Object.is(a.value, b.value);
 }
 
+// A small direct-mapped cache of recent nodes, held strongly: most lookups that hit find their node here,
+// which skips WeakRef.deref (each deref pins its target for the rest of the job).
+export const RECENT = 4096;
+const recent = new Array<UOp | undefined>(RECENT);
+
 export function lookup(
   h: number,
   op: Ops,
@@ -74,6 +79,8 @@ export function lookup(
   argKey: string,
   tag: Tag,
 ): UOp | undefined {
+  const r = recent[h & (RECENT - 1)];
+  if (r !== undefined && sameIdentity(r, op, src, arg, argKey, tag)) return r;
   const b = buckets.get(h);
   if (b === undefined) return undefined;
   if (!Array.isArray(b)) {
@@ -95,4 +102,5 @@ export function insert(h: number, u: UOp): void {
   else buckets.set(h, [b, ref]);
   live++;
   reclaim.register(u, h);
+  recent[h & (RECENT - 1)] = u;
 }

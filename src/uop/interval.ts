@@ -70,6 +70,8 @@ export function intervalOf(u: UOp): Interval {
       return [Math.min(a0, b0), Math.max(a1, b1)];
     }
   }
+  // padding reads 0 outside the source
+  if (u.op === Ops.PAD) return [Math.min(r(s[0]!)[0], 0), Math.max(r(s[0]!)[1], 0)];
   if (GroupOp.Movement.has(u.op)) return r(s[0]!);
   if (s.length === 0) return dtypeRange(d);
   const [a0, a1] = r(s[0]!);

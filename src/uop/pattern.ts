@@ -305,6 +305,8 @@ export interface RewriteOptions<C> {
   bottomUp?: boolean;
   /** The pass's name, for DEBUG output and tracing. */
   name?: string;
+  /** Told each time a node of the graph is replaced by its (final) rewrite. */
+  onReplace?: (from: UOp, to: UOp) => void;
 }
 
 /** Called after each named pass (for a visualizer); set with `setRewriteTracer`. */
@@ -351,7 +353,9 @@ export function graphRewrite<C>(root: UOp, pm: PatternMatcher<C>, opts: RewriteO
     next.push(undefined);
     if (nodes.length >= checkAt) checkCycle();
   };
+  const onReplace = opts.onReplace;
   const finish = (u: UOp, result: UOp) => {
+    if (onReplace !== undefined && u !== result && !done.has(u)) onReplace(u, result);
     done.set(u, result);
     done.set(result, result);
     nodes.pop();

@@ -1,5 +1,5 @@
 // The dtype and shape of a node from its op, sources and arg, with the errors for invalid constructions.
-import { type DType, dtypes } from '../dtype.ts';
+import { DType, dtypes } from '../dtype.ts';
 import { type Arg, type ArgOf, GroupOp, Ops, opName } from './ops.ts';
 import type { UOp } from './uop.ts';
 
@@ -7,14 +7,30 @@ import type { UOp } from './uop.ts';
 export type sint = number | UOp;
 export type Shape = readonly sint[];
 
-export function fmtDim(d: sint): string {
+const INFIX: Partial<Record<Ops, string>> = {
+  [Ops.ADD]: '+',
+  [Ops.MUL]: '*',
+  [Ops.IDIV]: '//',
+  [Ops.MOD]: '%',
+  [Ops.CMPLT]: '<',
+  [Ops.CMPNE]: '!=',
+};
+
+/** A size as text: a number, a variable's name, or a short infix expression of them. */
+export function fmtDim(d: sint, depth = 4): string {
   if (typeof d === 'number') return String(d);
   if (d.op === Ops.PARAM) return String((d.arg as ArgOf<Ops.PARAM>).slot);
-  return `<${opName(d.op)}#${d.id}>`;
+  if (d.op === Ops.CONST) return String(d.constValue);
+  if (depth === 0) return '…';
+  const args = d.src.map((x) => fmtDim(x, depth - 1));
+  const infix = INFIX[d.op];
+  return infix !== undefined && args.length === 2
+    ? `(${args[0]}${infix}${args[1]})`
+    : `${opName(d.op)}(${args.join(', ')})`;
 }
 export function fmtShape(s: Shape | null): string {
   if (s === null) return 'none';
-  return `(${s.map(fmtDim).join(', ')}${s.length === 1 ? ',' : ''})`;
+  return `(${s.map((d) => fmtDim(d)).join(', ')}${s.length === 1 ? ',' : ''})`;
 }
 
 function fail(op: Ops, msg: string): never {
@@ -52,14 +68,25 @@ export function deriveDType(op: Ops, src: readonly UOp[], arg: Arg): DType {
       return (arg as { dtype: DType }).dtype;
     case Ops.CAST:
     case Ops.BITCAST:
-      return arg as DType;
+      if (!(arg instanceof DType)) fail(op, `the arg must be the target DType, got ${String(arg)}`);
+      return arg;
     case Ops.BINARY:
       return dtypes.uint8;
     case Ops.RANGE:
     case Ops.SPECIAL:
       return dtypes.index;
     case Ops.STACK:
+      for (const x of src)
+        if (x.dtype !== src[0]!.dtype)
+          fail(op, `all elements must have one dtype, got ${src.map((y) => y.dtype.name).join(', ')}`);
       return src[0]?.dtype ?? dtypes.index;
+    case Ops.STORE:
+      if (src.length >= 2 && src[0]!.dtype !== src[1]!.dtype)
+        fail(
+          op,
+          `the value's dtype ${src[1]!.dtype.name} must be the buffer's ${src[0]!.dtype.name}; cast it first`,
+        );
+      return dtypes.void;
     case Ops.WMMA:
       return (arg as ArgOf<Ops.WMMA>).dtypeOut;
     case Ops.FUNCTION:
@@ -79,6 +106,8 @@ export function deriveDType(op: Ops, src: readonly UOp[], arg: Arg): DType {
   if (src.length === 0) fail(op, 'needs at least one source');
   const d = src[0]!.dtype;
   if (GroupOp.Binary.has(op) || op === Ops.MULACC) checkOperands(op, src);
+  else if (FLOAT_ONLY.has(op) && !d.isFloat)
+    fail(op, `needs a float operand, got ${d.name}; cast it to a float dtype first`);
   if (GroupOp.Comparison.has(op)) return d.count > 1 ? dtypes.bool.vec(d.count) : dtypes.bool;
   return d;
 }
@@ -134,6 +163,22 @@ export function shapesEqual(a: Shape, b: Shape): boolean {
   return true;
 }
 
+/** The sizes held by a shape operand: non-negative integers or index scalars. */
+function dims(op: Ops, v: UOp | undefined): Shape {
+  if (v === undefined) fail(op, 'missing a shape operand');
+  if (v.op !== Ops.STACK && v.op !== Ops.VCONST)
+    fail(op, `a shape operand must be a STACK or VCONST of index scalars, got ${opName(v.op)}`);
+  const out = v.sizes;
+  for (const d of out)
+    if (
+      typeof d === 'number'
+        ? !(Number.isInteger(d) && d >= 0)
+        : d.dtype !== dtypes.index || d.shape?.length !== 0
+    )
+      fail(op, `sizes and offsets must be non-negative integers or index scalars, got ${fmtShape(out)}`);
+  return out;
+}
+
 function need(op: Ops, u: UOp | undefined, what: string): Shape {
   if (u === undefined) fail(op, `missing ${what}`);
   if (u.shape === null) fail(op, `${what} has no shape (it is a ${opName(u.op)})`);
@@ -156,9 +201,9 @@ export function deriveShape(op: Ops, src: readonly UOp[], arg: Arg, dtype: DType
       return [(arg as ArgOf<Ops.BUFFERVIEW>).size];
     case Ops.BUFFER:
       if (src.length !== 1) fail(op, 'takes one source, its shape');
-      return src[0]!.sizes;
+      return dims(op, src[0]);
     case Ops.PARAM:
-      return src.length === 0 ? SCALAR : src[0]!.sizes;
+      return src.length === 0 ? SCALAR : dims(op, src[0]);
     case Ops.STACK:
       return stackShape(src);
     case Ops.PERMUTE:
@@ -171,13 +216,13 @@ export function deriveShape(op: Ops, src: readonly UOp[], arg: Arg, dtype: DType
       return s;
     }
     case Ops.RESHAPE:
-      return reshapeShape(need(op, src[0], 'the input'), src[1]!.sizes);
+      return reshapeShape(need(op, src[0], 'the input'), dims(op, src[1]));
     case Ops.EXPAND:
-      return expandShape(need(op, src[0], 'the input'), src[1]!.sizes);
+      return expandShape(need(op, src[0], 'the input'), dims(op, src[1]));
     case Ops.PAD:
-      return padShape(need(op, src[0], 'the input'), src[1]!.sizes, src[2]!.sizes);
+      return padShape(need(op, src[0], 'the input'), dims(op, src[1]), dims(op, src[2]));
     case Ops.SHRINK:
-      return shrinkShape(need(op, src[0], 'the input'), src[1]!.sizes, src[2]!.sizes);
+      return shrinkShape(need(op, src[0], 'the input'), dims(op, src[1]), dims(op, src[2]));
     case Ops.INDEX:
       return indexShape(src);
     case Ops.BITCAST:

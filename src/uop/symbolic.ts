@@ -29,33 +29,39 @@ interface Sum {
   terms: UOp[];
   coefs: number[];
   konst: number;
+  /** false when rebuilding would give the same node: no repeated term, one constant at most and it is last */
+  changed: boolean;
 }
 
 /** Splits u into terms (walking through ADDs and constant MULs), or undefined if it is too large or not exact. */
 function flatten(u: UOp): Sum | undefined {
-  const sum: Sum = { terms: [], coefs: [], konst: 0 };
+  const sum: Sum = { terms: [], coefs: [], konst: 0, changed: false };
   const index = new Map<UOp, number>();
-  const stack: [UOp, number][] = [[u, 1]];
+  const stack: UOp[] = [u];
+  let consts = 0;
   while (stack.length) {
-    const [n, k] = stack.pop()!;
+    const n = stack.pop()!;
     if (n.op === Ops.ADD) {
-      stack.push([n.src[1]!, k], [n.src[0]!, k]);
+      if (n.src[1]!.op === Ops.ADD) sum.changed = true; // rebuilt sums lean left
+      stack.push(n.src[1]!, n.src[0]!);
       continue;
     }
     if (n.op === Ops.CONST) {
       if (typeof n.constValue !== 'number') return undefined;
-      sum.konst += k * cval(n);
+      sum.konst += cval(n);
+      if (++consts > 1 || stack.length > 0) sum.changed = true;
       continue;
     }
     let term = n;
-    let coef = k;
+    let coef = 1;
     if (n.op === Ops.MUL) {
       const ci = n.src[1]!.op === Ops.CONST ? 1 : n.src[0]!.op === Ops.CONST ? 0 : -1;
       if (ci >= 0) {
         const c = n.src[ci]!.constValue;
         if (typeof c !== 'number') return undefined;
         term = n.src[1 - ci]!;
-        coef = k * c;
+        coef = c;
+        if (c === 0 || c === 1) sum.changed = true;
       }
     }
     const at = index.get(term);
@@ -64,7 +70,10 @@ function flatten(u: UOp): Sum | undefined {
       index.set(term, sum.terms.length);
       sum.terms.push(term);
       sum.coefs.push(coef);
-    } else sum.coefs[at]! += coef;
+    } else {
+      sum.coefs[at]! += coef;
+      sum.changed = true;
+    }
   }
   return safe(sum.konst, ...sum.coefs) ? sum : undefined;
 }
@@ -95,6 +104,7 @@ function recombine(sum: Sum): void {
     sum.coefs[j] = 0;
     sum.terms.push(d.src[0]!);
     sum.coefs.push(k);
+    sum.changed = true;
   }
 }
 
@@ -117,16 +127,45 @@ function nodesOf(u: UOp): Set<UOp> | undefined {
   return seen;
 }
 
-/** cand if it is a different node that adds no more nodes than replacing old frees, else undefined. */
-function ifNotLarger(old: UOp, cand: UOp): UOp | undefined {
+/**
+ * What simplify() passes its rules: how many edges point at each node of the graph (a node replacing
+ * others inherits their count). Rules used in other passes without it treat every node as unshared.
+ */
+export interface SimplifyCtx {
+  uses?: Map<UOp, number>;
+}
+
+function countUses(root: UOp): Map<UOp, number> {
+  const uses = new Map<UOp, number>();
+  for (const u of root.toposort()) for (const s of u.src) uses.set(s, (uses.get(s) ?? 0) + 1);
+  return uses;
+}
+
+/**
+ * cand if it is a different node that adds no more nodes than replacing old frees, else undefined. A node
+ * below old that is also used outside old's graph stays alive, and so does everything below it.
+ */
+function ifNotLarger(old: UOp, cand: UOp, ctx: SimplifyCtx | undefined): UOp | undefined {
   if (cand === old) return undefined;
   const before = nodesOf(old);
   const after = nodesOf(cand);
   if (before === undefined || after === undefined) return undefined;
+  const kept = new Set<UOp>();
+  if (ctx?.uses !== undefined) {
+    const inner = new Map<UOp, number>();
+    for (const n of before) for (const s of n.src) inner.set(s, (inner.get(s) ?? 0) + 1);
+    const stack = [...before].filter((n) => n !== old && (ctx.uses!.get(n) ?? 0) > (inner.get(n) ?? 0));
+    while (stack.length) {
+      const n = stack.pop()!;
+      if (kept.has(n)) continue;
+      kept.add(n);
+      stack.push(...n.src);
+    }
+  }
   let added = 0;
   for (const n of after) if (!before.has(n)) added++;
   let freed = 0;
-  for (const n of before) if (!after.has(n)) freed++;
+  for (const n of before) if (!after.has(n) && !kept.has(n)) freed++;
   return added <= freed ? cand : undefined;
 }
 
@@ -151,20 +190,20 @@ function foldInterval(a: UOp): UOp | undefined {
   return lo === a.vmax && Number.isSafeInteger(lo) ? UOp.const(a.dtype, lo) : undefined;
 }
 
-function simplifySum(a: UOp): UOp | undefined {
+function simplifySum(a: UOp, ctx: SimplifyCtx | undefined): UOp | undefined {
   const sum = flatten(a);
   if (sum === undefined) return undefined;
   recombine(sum);
-  return ifNotLarger(a, build(a, sum));
+  return sum.changed ? ifNotLarger(a, build(a, sum), ctx) : undefined;
 }
 
 /** (sum of terms) // c: terms whose coefficient c divides leave the division; a common factor cancels. */
-function divideSum(x: UOp, c: number, node: UOp): UOp | undefined {
+function divideSum(x: UOp, c: number, node: UOp, ctx: SimplifyCtx | undefined): UOp | undefined {
   if (!unwrapped(x)) return undefined;
   const sum = flatten(x);
   if (sum === undefined) return undefined;
-  const quotient: Sum = { terms: [], coefs: [], konst: floorDiv(sum.konst, c) };
-  const rest: Sum = { terms: [], coefs: [], konst: floorMod(sum.konst, c) };
+  const quotient: Sum = { terms: [], coefs: [], konst: floorDiv(sum.konst, c), changed: true };
+  const rest: Sum = { terms: [], coefs: [], konst: floorMod(sum.konst, c), changed: true };
   sum.terms.forEach((t, i) => {
     const k = sum.coefs[i]!;
     const into = k % c === 0 ? quotient : rest;
@@ -173,6 +212,7 @@ function divideSum(x: UOp, c: number, node: UOp): UOp | undefined {
   });
   let divisor = c;
   const g = rest.coefs.reduce(gcd, c);
+  if (quotient.terms.length === 0 && quotient.konst === 0 && g === 1 && !sum.changed) return undefined;
   if (g > 1) {
     rest.coefs = rest.coefs.map((k) => k / g);
     rest.konst = Math.floor(rest.konst / g);
@@ -180,26 +220,32 @@ function divideSum(x: UOp, c: number, node: UOp): UOp | undefined {
   }
   const restExpr = build(x, rest);
   const q = build(x, quotient);
+  // a part of a sum can wrap where the whole did not
+  if (!unwrapped(restExpr) || !unwrapped(q)) return undefined;
   const out = rest.terms.length === 0 && rest.konst === 0 ? q : q.add(restExpr.idiv(divisor));
-  return ifNotLarger(node, out);
+  return ifNotLarger(node, out, ctx);
 }
 
 /** (sum of terms) % c: terms that c divides vanish; coefficients and the constant reduce modulo c. */
-function modSum(x: UOp, c: number, node: UOp): UOp | undefined {
+function modSum(x: UOp, c: number, node: UOp, ctx: SimplifyCtx | undefined): UOp | undefined {
   if (!unwrapped(x)) return undefined;
   const sum = flatten(x);
   if (sum === undefined) return undefined;
-  sum.coefs = sum.coefs.map((k) => floorMod(k, c));
-  sum.konst = floorMod(sum.konst, c);
+  const coefs = sum.coefs.map((k) => floorMod(k, c));
+  const konst = floorMod(sum.konst, c);
+  if (!sum.changed && konst === sum.konst && coefs.every((k, i) => k === sum.coefs[i])) return undefined;
+  sum.coefs = coefs;
+  sum.konst = konst;
   const rest = build(x, sum);
-  return ifNotLarger(node, rest.mod(c));
+  // reduced coefficients can be larger (-1 becomes c-1): the new sum must not wrap either
+  return unwrapped(rest) ? ifNotLarger(node, rest.mod(c), ctx) : undefined;
 }
 
 /** x % c when x stays within one period [k*c, (k+1)*c): x - k*c. */
-function modByRange(x: UOp, c: number, node: UOp): UOp | undefined {
+function modByRange(x: UOp, c: number, node: UOp, ctx: SimplifyCtx | undefined): UOp | undefined {
   const k = Math.floor(x.vmin / c);
   if (k !== Math.floor(x.vmax / c) || !Number.isSafeInteger(k * c)) return undefined;
-  return ifNotLarger(node, k === 0 ? x : x.add(-k * c));
+  return ifNotLarger(node, k === 0 ? x : x.add(-k * c), ctx);
 }
 
 function gcd(a: number, b: number): number {
@@ -216,7 +262,7 @@ const c2 = UPat.cvar('c2');
 const anyX = UPat.var('x');
 const ux = unwrappedVar('x');
 
-const ifSafe = (k: number, f: (k: number) => UOp) => (safe(k) ? f(k) : undefined);
+const ifSafe = (k: number, f: (k: number) => UOp | undefined) => (safe(k) ? f(k) : undefined);
 
 /** x < k with k held exactly by x's dtype. */
 function fitsConst(x: UOp, k: number): UOp | undefined {
@@ -228,7 +274,7 @@ function divideTwice(x: UOp, ab: number): UOp | undefined {
 }
 
 /** The simplifier's rules, in the order they are tried. */
-export const symbolic = new PatternMatcher([
+export const symbolic = new PatternMatcher<SimplifyCtx | undefined>([
   // every operand constant: compute it
   [new UPat({ op: [...ALU], src: UPat.cvar(), name: 'a' }), ({ a }) => foldConstants(a!)],
   // an integer whose interval is one point (decided comparisons, x*0, x%1, dropped // and %)
@@ -259,14 +305,17 @@ export const symbolic = new PatternMatcher([
   ],
   // constants move outward: (x*c1)*c2 -> x*(c1*c2), (x+c1)*c2 -> x*c2 + c1*c2
   [x.mul(c1).mul(c2), ({ x, c1, c2 }) => ifSafe(cval(c1!) * cval(c2!), (k) => x!.mul(k))],
-  [x.add(c1).mul(c2), ({ x, c1, c2 }) => ifSafe(cval(c1!) * cval(c2!), (k) => x!.mul(c2!).add(k))],
+  [
+    x.add(c1).mul(c2).named('n'),
+    ({ x, c1, c2, n }, ctx) => ifSafe(cval(c1!) * cval(c2!), (k) => ifNotLarger(n!, x!.mul(c2!).add(k), ctx)),
+  ],
   // sums: like terms collect, constants fold and go last, x//c*c + x%c recombines to x
-  [new UPat({ op: Ops.ADD, name: 'a', where: isInt }), ({ a }) => simplifySum(a!)],
+  [new UPat({ op: Ops.ADD, name: 'a', where: isInt }), ({ a }, ctx) => simplifySum(a!, ctx)],
   // floor division and remainder by a positive constant
   [x.idiv(posConst('c1')).idiv(posConst('c2')), ({ x, c1, c2 }) => divideTwice(x!, cval(c1!) * cval(c2!))],
   [
     new UPat({ op: Ops.IDIV, src: [x, posConst('c')], name: 'n' }),
-    ({ x, c, n }) => divideSum(x!, cval(c!), n!),
+    ({ x, c, n }, ctx) => divideSum(x!, cval(c!), n!, ctx),
   ],
   [
     x.mod(posConst('c1')).mod(posConst('c2')),
@@ -274,9 +323,12 @@ export const symbolic = new PatternMatcher([
   ],
   [
     new UPat({ op: Ops.MOD, src: [x, posConst('c')], name: 'n' }),
-    ({ x, c, n }) => modByRange(x!, cval(c!), n!),
+    ({ x, c, n }, ctx) => modByRange(x!, cval(c!), n!, ctx),
   ],
-  [new UPat({ op: Ops.MOD, src: [x, posConst('c')], name: 'n' }), ({ x, c, n }) => modSum(x!, cval(c!), n!)],
+  [
+    new UPat({ op: Ops.MOD, src: [x, posConst('c')], name: 'n' }),
+    ({ x, c, n }, ctx) => modSum(x!, cval(c!), n!, ctx),
+  ],
   // comparisons against constants: move the constant across
   [
     ux.add(c1).named('s').lt(c2),
@@ -291,7 +343,12 @@ export const symbolic = new PatternMatcher([
 
 /** Simplifies u to a fixed point of the symbolic rules. */
 export function simplify(u: UOp): UOp {
-  return graphRewrite(u, symbolic, { name: 'symbolic' });
+  const uses = countUses(u);
+  return graphRewrite(u, symbolic, {
+    name: 'symbolic',
+    ctx: { uses },
+    onReplace: (from, to) => uses.set(to, (uses.get(to) ?? 0) + (uses.get(from) ?? 0)),
+  });
 }
 
 uopHooks.simplify = simplify;

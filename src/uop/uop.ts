@@ -456,10 +456,7 @@ function sizesOf(u: UOp): readonly sint[] {
   if (u.op === Ops.VCONST) return (u.arg as ArgOf<Ops.VCONST>).values.map(Number);
   if (u.op !== Ops.STACK)
     throw new Error(`a shape operand must be a STACK or VCONST of index values, got ${opName(u.op)}`);
-  return u.src.map((s) => {
-    if (s.dtype !== dtypes.index) throw new Error(`a shape operand holds index values, got ${s.dtype.name}`);
-    return s.op === Ops.CONST ? Number(s.constValue) : s;
-  });
+  return u.src.map((s) => (s.op === Ops.CONST ? Number(s.constValue) : s));
 }
 
 // --- lazily derived properties, computed bottom-up without recursion ----------------------------------

@@ -1,7 +1,7 @@
 // The symbolic simplifier: each named rewrite, and a property test that simplification keeps values and never grows.
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { dtypes, Ops, UOp } from '../../src/index.ts';
+import { type DType, dtypes, Ops, UOp } from '../../src/index.ts';
 import { evaluate } from './evaluate.ts';
 
 const x = UOp.variable('x', 0, 10);
@@ -81,13 +81,35 @@ describe('named rewrites', () => {
 
 // --- property: random expressions over bounded variables --------------------------------------------
 
-const VARS = [
-  { name: 'a', min: 0, max: 7 },
-  { name: 'b', min: -4, max: 4 },
-  { name: 'c', min: 1, max: 20 },
-  { name: 'd', min: 0, max: 1 },
+interface VarSpec {
+  name: string;
+  min: number;
+  max: number;
+}
+/** Index variables, and int32 ones near the limits so that wrap-around happens. */
+const FAMILIES: { dtype: DType; vars: VarSpec[]; scale: number }[] = [
+  {
+    dtype: dtypes.index,
+    scale: 1,
+    vars: [
+      { name: 'a', min: 0, max: 7 },
+      { name: 'b', min: -4, max: 4 },
+      { name: 'c', min: 1, max: 20 },
+      { name: 'd', min: 0, max: 1 },
+    ],
+  },
+  {
+    dtype: dtypes.int32,
+    scale: 2 ** 27,
+    vars: [
+      { name: 'p', min: 0, max: 2 ** 31 - 1 },
+      { name: 'q', min: -(2 ** 31), max: 2 ** 31 - 1 },
+      { name: 'r', min: -100, max: 100 },
+      { name: 's', min: 2 ** 30, max: 2 ** 30 + 7 },
+    ],
+  },
 ];
-const vars = VARS.map((v) => UOp.variable(v.name, v.min, v.max));
+const VARS = FAMILIES[0]!.vars;
 
 type Expr =
   | { kind: 'leaf'; v: number }
@@ -101,7 +123,20 @@ const exprArb: fc.Arbitrary<Expr> = fc.letrec<{ e: Expr }>((tie) => ({
     fc.record({ kind: fc.constant('const' as const), c: fc.integer({ min: -9, max: 9 }) }),
     fc.record({
       kind: fc.constant('op' as const),
-      op: fc.constantFrom('add', 'sub', 'mul', 'mulc', 'idiv', 'mod', 'max', 'min', 'neg', 'where', 'lt'),
+      op: fc.constantFrom(
+        'add',
+        'sub',
+        'mul',
+        'mulc',
+        'idiv',
+        'mod',
+        'max',
+        'min',
+        'neg',
+        'where',
+        'lt',
+        'bool',
+      ),
       a: tie('e'),
       b: tie('e'),
       k: fc.integer({ min: 1, max: 12 }),
@@ -109,11 +144,13 @@ const exprArb: fc.Arbitrary<Expr> = fc.letrec<{ e: Expr }>((tie) => ({
   ),
 })).e;
 
-function build(e: Expr): UOp {
-  if (e.kind === 'leaf') return vars[e.v]!;
-  if (e.kind === 'const') return UOp.const(dtypes.index, e.c);
-  const a = build(e.a);
-  const b = build(e.b);
+function build(e: Expr, fam = FAMILIES[0]!): UOp {
+  const konst = (v: number) => UOp.const(fam.dtype, v);
+  if (e.kind === 'leaf')
+    return UOp.variable(fam.vars[e.v]!.name, fam.vars[e.v]!.min, fam.vars[e.v]!.max, fam.dtype);
+  if (e.kind === 'const') return konst(e.c * fam.scale);
+  const a = build(e.a, fam);
+  const b = build(e.b, fam);
   switch (e.op) {
     case 'add':
       return a.add(b);
@@ -135,38 +172,56 @@ function build(e: Expr): UOp {
       return a.neg();
     case 'where':
       return a.lt(b).where(a, b.add(e.k));
+    case 'bool':
+      return boolExpr(a, b, e.k).where(konst(e.k % 2), konst(1 - (e.k % 2)));
     default:
-      return a.lt(b).where(UOp.const(dtypes.index, e.k), a);
+      return a.lt(b).where(konst(e.k), a);
   }
 }
 
-const assignments = fc.tuple(...VARS.map((v) => fc.integer({ min: v.min, max: v.max })));
+/** Comparisons joined by boolean ops, so the bool rules (double negation, x != false, ...) get exercised. */
+function boolExpr(a: UOp, b: UOp, k: number): UOp {
+  const p = a.lt(b);
+  const q = a.ne(k);
+  switch (k % 6) {
+    case 0:
+      return p.logicalNot().logicalNot();
+    case 1:
+      return p.and(q);
+    case 2:
+      return p.or(q.logicalNot());
+    case 3:
+      return p.ne(false).xor(q);
+    case 4:
+      return p.eq(q);
+    default:
+      return p.and(true).or(false);
+  }
+}
+
+const assignments = (vars: VarSpec[]) =>
+  fc.array(fc.tuple(...vars.map((v) => fc.integer({ min: v.min, max: v.max }))), {
+    minLength: 8,
+    maxLength: 8,
+  });
 
 describe('property: simplify', () => {
-  it('keeps the value for every sampled assignment and never adds nodes', () => {
-    fc.assert(
-      fc.property(exprArb, fc.array(assignments, { minLength: 8, maxLength: 8 }), (e, samples) => {
-        const u = build(e);
-        const s = u.simplify();
-        expect(size(s)).toBeLessThanOrEqual(size(u));
-        for (const vals of [...samples, VARS.map((v) => v.min), VARS.map((v) => v.max)]) {
-          const env = Object.fromEntries(VARS.map((v, i) => [v.name, vals[i]!]));
-          expect(evaluate(s, env)).toBe(evaluate(u, env));
-          const got = Number(evaluate(s, env));
-          expect(got).toBeGreaterThanOrEqual(s.vmin);
-          expect(got).toBeLessThanOrEqual(s.vmax);
-        }
-      }),
-      { numRuns: 1500, seed: 20261122 },
-    );
-  });
-  it('is idempotent', () => {
-    fc.assert(
-      fc.property(exprArb, (e) => {
-        const s = build(e).simplify();
-        expect(s.simplify()).toBe(s);
-      }),
-      { numRuns: 500, seed: 7 },
-    );
-  });
+  for (const fam of FAMILIES)
+    it(`keeps the value for every sampled assignment and never adds nodes (${fam.dtype.name})`, () => {
+      fc.assert(
+        fc.property(exprArb, assignments(fam.vars), (e, samples) => {
+          const u = build(e, fam);
+          const s = u.simplify();
+          expect(size(s)).toBeLessThanOrEqual(size(u));
+          for (const vals of [...samples, fam.vars.map((v) => v.min), fam.vars.map((v) => v.max)]) {
+            const env = Object.fromEntries(fam.vars.map((v, i) => [v.name, vals[i]!]));
+            const got = evaluate(s, env);
+            expect(got).toBe(evaluate(u, env));
+            expect(Number(got)).toBeGreaterThanOrEqual(s.vmin);
+            expect(Number(got)).toBeLessThanOrEqual(s.vmax);
+          }
+        }),
+        { numRuns: 1500, seed: 20261122 },
+      );
+    });
 });
