@@ -12,8 +12,53 @@ export type RewriteFn<C> = (m: Captures, ctx: C) => UOp | undefined | null;
 // pattern; on failure it unbinds what it bound. Continuations make the search complete: a later
 // conflict can send an earlier any-order match back to try its other orders.
 type Cont = () => boolean;
-type Matcher = (u: UOp, m: Captures, k: Cont) => boolean;
+type Matcher = (u: UOp, b: Bindings, k: Cont) => boolean;
 const accept: Cont = () => true;
+
+// While matching, names are bound in numbered slots of one shared array (cheaper than adding and deleting
+// object keys); a successful match copies its names into a fresh Captures object and clears its slots.
+type Bindings = (UOp | undefined)[];
+const bindings: Bindings = [];
+const slots = new Map<string, number>();
+function slotOf(name: string): number {
+  let slot = slots.get(name);
+  if (slot === undefined) slots.set(name, (slot = slots.size));
+  return slot;
+}
+
+/** The names a pattern binds, with their slots. */
+function namesOf(p: UPat, out = new Map<string, number>()): Map<string, number> {
+  if (p.opts.name !== undefined) out.set(p.opts.name, slotOf(p.opts.name));
+  const src = p.opts.src;
+  if (src instanceof UPat) namesOf(src, out);
+  else for (const x of src ?? []) namesOf(x, out);
+  if (p instanceof AnyUPat) for (const a of p.alts) namesOf(a, out);
+  return out;
+}
+
+/** Set while a match runs: a predicate that itself rewrites (re-entry) gets its own slots. */
+let matching = false;
+
+function takeCaptures(names: ReadonlyMap<string, number>, b: Bindings): Captures {
+  const m: Captures = {};
+  for (const [name, slot] of names) {
+    m[name] = b[slot]!;
+    b[slot] = undefined;
+  }
+  return m;
+}
+
+/** Runs a compiled pattern on u; the captures, or undefined. */
+function runMatch(match: Matcher, names: ReadonlyMap<string, number>, u: UOp): Captures | undefined {
+  const reentered = matching;
+  const b = reentered ? [] : bindings;
+  matching = true;
+  try {
+    return match(u, b, accept) ? takeCaptures(names, b) : undefined;
+  } finally {
+    matching = reentered;
+  }
+}
 
 export interface UPatOptions {
   /** One op or a set of ops; omitted: any op. */
@@ -113,8 +158,7 @@ export class UPat {
 
   /** Matches u alone; returns the captures, or undefined. */
   match(u: UOp): Captures | undefined {
-    const m: Captures = {};
-    return this.matcher()(u, m, accept) ? m : undefined;
+    return runMatch(this.matcher(), namesOf(this), u);
   }
 
   /** @internal */
@@ -156,12 +200,13 @@ export class UPat {
 /** Binds `name` to the node (or checks an earlier binding) around `inner`; unbinds on failure. */
 function bindName(name: string | undefined, inner: Matcher): Matcher {
   if (name === undefined) return inner;
-  return (u, m, k) => {
-    const prev = m[name];
-    if (prev !== undefined && prev !== u) return false;
-    if (prev === undefined) m[name] = u;
-    if (inner(u, m, k)) return true;
-    if (prev === undefined) delete m[name];
+  const slot = slotOf(name);
+  return (u, b, k) => {
+    const prev = b[slot];
+    if (prev !== undefined) return prev === u && inner(u, b, k);
+    b[slot] = u;
+    if (inner(u, b, k)) return true;
+    b[slot] = undefined;
     return false;
   };
 }
@@ -186,7 +231,7 @@ class AnyUPat extends UPat {
   }
 }
 
-type SrcMatcher = (src: readonly UOp[], m: Captures, k: Cont) => boolean;
+type SrcMatcher = (src: readonly UOp[], b: Bindings, k: Cont) => boolean;
 
 function buildSrcMatcher(
   srcs: Matcher | Matcher[] | undefined,
@@ -196,12 +241,12 @@ function buildSrcMatcher(
   if (srcs === undefined) return (_s, _m, k) => k();
   if (!Array.isArray(srcs)) {
     const each = srcs;
-    const from = (s: readonly UOp[], i: number, m: Captures, k: Cont): boolean =>
+    const from = (s: readonly UOp[], i: number, m: Bindings, k: Cont): boolean =>
       i === s.length ? k() : each(s[i]!, m, () => from(s, i + 1, m, k));
     return (s, m, k) => from(s, 0, m, k);
   }
   const n = srcs.length;
-  const inOrder = (ps: readonly Matcher[], s: readonly UOp[], m: Captures, k: Cont): boolean => {
+  const inOrder = (ps: readonly Matcher[], s: readonly UOp[], m: Bindings, k: Cont): boolean => {
     const step = (i: number): boolean => (i === n ? k() : ps[i]!(s[i]!, m, () => step(i + 1)));
     return step(0);
   };
@@ -248,6 +293,7 @@ interface Rule<C> {
   pat: UPat;
   fn: RewriteFn<C>;
   match: Matcher;
+  names: ReadonlyMap<string, number>;
 }
 
 /** A table of rules, dispatched by op. Tables compose with `concat`. */
@@ -257,7 +303,9 @@ export class PatternMatcher<C = unknown> {
 
   constructor(rules: readonly (readonly [UPat, RewriteFn<C>])[] | readonly Rule<C>[]) {
     this.rules = rules.map((r) =>
-      Array.isArray(r) ? { pat: r[0], fn: r[1], match: r[0].matcher() } : (r as Rule<C>),
+      Array.isArray(r)
+        ? { pat: r[0], fn: r[1], match: r[0].matcher(), names: namesOf(r[0]) }
+        : (r as Rule<C>),
     );
     this.byOp = Array.from({ length: OP_COUNT }, () => []);
     for (const r of this.rules) {
@@ -278,8 +326,8 @@ export class PatternMatcher<C = unknown> {
     const rules = this.byOp[u.op]!;
     for (let i = 0; i < rules.length; i++) {
       const r = rules[i]!;
-      const m: Captures = {};
-      if (!r.match(u, m, accept)) continue;
+      const m = runMatch(r.match, r.names, u);
+      if (m === undefined) continue;
       const out = r.fn(m, ctx);
       if (out !== undefined && out !== null && out !== u) return out;
     }
