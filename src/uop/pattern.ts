@@ -42,7 +42,9 @@ let matching = false;
 function takeCaptures(names: ReadonlyMap<string, number>, b: Bindings): Captures {
   const m: Captures = {};
   for (const [name, slot] of names) {
-    m[name] = b[slot]!;
+    const u = b[slot];
+    if (u === undefined) continue; // a name in an alternative that did not match
+    m[name] = u;
     b[slot] = undefined;
   }
   return m;
