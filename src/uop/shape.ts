@@ -39,13 +39,12 @@ function fail(op: Ops, msg: string): never {
 
 // --- dtype -------------------------------------------------------------------------------------------
 
-const VOID_OPS = new Set([
-  Ops.STORE,
+/** Ops that order, group or hold code: no value and no shape. */
+const STRUCTURAL = [
   Ops.END,
   Ops.GROUP,
   Ops.SINK,
   Ops.LINEAR,
-  Ops.TUPLE,
   Ops.BARRIER,
   Ops.IF,
   Ops.ENDIF,
@@ -54,7 +53,8 @@ const VOID_OPS = new Set([
   Ops.CUSTOMFUNCTION,
   Ops.PROGRAM,
   Ops.SOURCE,
-]);
+];
+const VOID_OPS = new Set([...STRUCTURAL, Ops.STORE, Ops.TUPLE]);
 const FLOAT_ONLY = new Set([Ops.RECIP, Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.SQRT, Ops.POW, Ops.DIV]);
 
 export function deriveDType(op: Ops, src: readonly UOp[], arg: Arg): DType {
@@ -134,23 +134,7 @@ function tupleElement(t: UOp, i: number): UOp {
 
 // --- shape -------------------------------------------------------------------------------------------
 
-const NO_SHAPE = new Set([
-  Ops.TUPLE,
-  Ops.FUNCTION,
-  Ops.CALL,
-  Ops.END,
-  Ops.GROUP,
-  Ops.SINK,
-  Ops.LINEAR,
-  Ops.BARRIER,
-  Ops.IF,
-  Ops.ENDIF,
-  Ops.INS,
-  Ops.ATOMICADD,
-  Ops.CUSTOMFUNCTION,
-  Ops.PROGRAM,
-  Ops.SOURCE,
-]);
+const NO_SHAPE = new Set([...STRUCTURAL, Ops.TUPLE, Ops.FUNCTION, Ops.CALL]);
 const SCALAR: Shape = Object.freeze([]);
 
 /** Two sizes are equal when they are the same number or the same (hash-consed) UOp. */

@@ -461,67 +461,39 @@ function sizesOf(u: UOp): readonly sint[] {
 
 // --- lazily derived properties, computed bottom-up without recursion ----------------------------------
 
-interface Slot<T> {
-  get(u: UOp): T | undefined;
-  compute(u: UOp): T;
-  set(u: UOp, v: T): void;
+/** A lazily computed field of UOp: undefined until computed from the node and its sources' values. */
+type LazyField = '_range' | '_axis' | '_device' | '_addrspace' | '_key';
+interface Slot<F extends LazyField> {
+  field: F;
+  compute(u: UOp): Exclude<UOp[F], undefined>;
 }
-const rangeSlot: Slot<readonly [number, number]> = {
-  get: (u) => u._range,
-  compute: intervalOf,
-  set: (u, v) => {
-    u._range = v;
-  },
-};
-const axisSlot: Slot<number | null> = {
-  get: (u) => u._axis,
-  compute: axisOf,
-  set: (u, v) => {
-    u._axis = v;
-  },
-};
-const deviceSlot: Slot<Device | null> = {
-  get: (u) => u._device,
-  compute: deviceOf,
-  set: (u, v) => {
-    u._device = v;
-  },
-};
-const addrspaceSlot: Slot<AddrSpace | null> = {
-  get: (u) => u._addrspace,
-  compute: addrspaceOf,
-  set: (u, v) => {
-    u._addrspace = v;
-  },
-};
-const keySlot: Slot<string> = {
-  get: (u) => u._key,
-  compute: contentKey,
-  set: (u, v) => {
-    u._key = v;
-  },
-};
+const rangeSlot: Slot<'_range'> = { field: '_range', compute: intervalOf };
+const axisSlot: Slot<'_axis'> = { field: '_axis', compute: axisOf };
+const deviceSlot: Slot<'_device'> = { field: '_device', compute: deviceOf };
+const addrspaceSlot: Slot<'_addrspace'> = { field: '_addrspace', compute: addrspaceOf };
+const keySlot: Slot<'_key'> = { field: '_key', compute: contentKey };
 
-function computeBottomUp<T>(root: UOp, slot: Slot<T>): T {
+function computeBottomUp<F extends LazyField>(root: UOp, slot: Slot<F>): Exclude<UOp[F], undefined> {
+  const f = slot.field;
   const stack: UOp[] = [root];
   while (stack.length) {
     const u = stack[stack.length - 1]!;
-    if (slot.get(u) !== undefined) {
+    if (u[f] !== undefined) {
       stack.pop();
       continue;
     }
     let ready = true;
     for (const s of u.src)
-      if (slot.get(s) === undefined) {
+      if (s[f] === undefined) {
         stack.push(s);
         ready = false;
       }
     if (ready) {
-      slot.set(u, slot.compute(u));
+      (u as Record<F, unknown>)[f] = slot.compute(u);
       stack.pop();
     }
   }
-  return slot.get(root)!;
+  return root[f] as Exclude<UOp[F], undefined>;
 }
 
 function contentKey(u: UOp): string {
