@@ -1,7 +1,8 @@
 // The dtype and shape of a node from its op, sources and arg, with the errors for invalid constructions.
 import { DType, dtypes } from '../dtype.ts';
-import { type Arg, type ArgOf, GroupOp, Ops, opName } from './ops.ts';
-import type { UOp } from './uop.ts';
+import { execAlu } from './alu.ts';
+import { ALU, type Arg, type ArgOf, GroupOp, Ops, opName } from './ops.ts';
+import { UOp } from './uop.ts';
 
 /** A size: a number, or an index-typed UOp for a symbolic size. */
 export type sint = number | UOp;
@@ -219,7 +220,7 @@ export function deriveShape(op: Ops, src: readonly UOp[], arg: Arg, dtype: DType
       return collapse(op, need(op, src[0], 'the input'), (arg as ArgOf<Ops.REDUCE>).axes);
     }
     case Ops.GETTUPLE:
-      return tupleElement(src[0]!, arg as number).shape;
+      return calledShape(src[0]!, tupleElement(src[0]!, arg as number).shape);
     case Ops.STORE: {
       const b = need(op, src[0], 'the buffer');
       const v = need(op, src[1], 'the value');
@@ -236,6 +237,39 @@ export function deriveShape(op: Ops, src: readonly UOp[], arg: Arg, dtype: DType
   if (src.length === 1 || op === Ops.AFTER || op === Ops.LOAD || op === Ops.COPY)
     return need(op, src[0], 'the input');
   return broadcast(op, src);
+}
+
+/**
+ * The shape of a value a FUNCTION or CALL returns: symbolic sizes in its body name PARAM k, and take
+ * the k-th argument's value in the call.
+ */
+function calledShape(call: UOp, shape: Shape | null): Shape | null {
+  if (shape === null || (call.op !== Ops.FUNCTION && call.op !== Ops.CALL)) return shape;
+  const args = call.src.slice(1);
+  return shape.map((d) => (typeof d === 'number' ? d : substituteParams(d, args)));
+}
+
+/** size with each PARAM k replaced by args[k], folding what becomes constant. */
+function substituteParams(size: UOp, args: readonly UOp[]): sint {
+  const out = new Map<UOp, UOp>();
+  for (const u of size.toposort()) {
+    const slot = u.op === Ops.PARAM ? (u.arg as ArgOf<Ops.PARAM>).slot : undefined;
+    const a = typeof slot === 'number' ? args[slot] : undefined;
+    const src = u.src.map((x) => out.get(x)!);
+    const folded =
+      ALU.has(u.op) && src.every((x) => x.op === Ops.CONST)
+        ? execAlu(
+            u.op,
+            src[0]!.dtype,
+            src.map((x) => x.constValue),
+            u.dtype,
+          )
+        : undefined;
+    if (a?.shape?.length === 0 && a.dtype === u.dtype) out.set(u, a);
+    else out.set(u, folded === undefined ? u.withSrc(src) : UOp.const(u.dtype, folded));
+  }
+  const r = out.get(size)!;
+  return r.op === Ops.CONST ? Number(r.constValue) : r;
 }
 
 function stackShape(src: readonly UOp[]): Shape {

@@ -206,6 +206,16 @@ describe('derived property: dtype', () => {
 
 describe('derived property: shape', () => {
   const b = buf([2, 3]);
+  it('FUNCTION results substitute the arguments into symbolic PARAM sizes', () => {
+    const n = UOp.make(Ops.PARAM, [UOp.shapeVec([]), ci(1), ci(64)], { slot: 1, dtype: index });
+    const x = UOp.param(0, float32, [n, 3]);
+    const body = UOp.make(Ops.TUPLE, [x.add(x), x.reshape([n.mul(3)])]);
+    const f = UOp.make(Ops.FUNCTION, [body, buf([8, 3]), ci(8)]);
+    expect(UOp.make(Ops.GETTUPLE, [f], 0).shape).toEqual([8, 3]);
+    expect(UOp.make(Ops.GETTUPLE, [f], 1).shape).toEqual([24]);
+    // a TUPLE on its own keeps the symbolic size
+    expect(UOp.make(Ops.GETTUPLE, [body], 0).shape).toEqual([n, 3]);
+  });
   it('sources: BUFFER/PARAM from src[0], CONST and RANGE are (), BINARY is its length', () => {
     expect(b.shape).toEqual([2, 3]);
     expect(UOp.param(0, float32, [5, 1]).shape).toEqual([5, 1]);
