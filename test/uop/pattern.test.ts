@@ -10,7 +10,6 @@ import {
   setRewriteTracer,
   substitute,
   UPat,
-  type UPatOptions,
 } from '../../src/uop/pattern.ts';
 import { UOp } from '../../src/uop/uop.ts';
 
@@ -25,9 +24,6 @@ const f = UOp.param(0, float32, [2, 3]);
 /** A UPat whose compiled matcher counts its calls, to observe dispatch. */
 class SpyPat extends UPat {
   calls = 0;
-  constructor(opts: UPatOptions) {
-    super(opts);
-  }
   override matcher(): ReturnType<UPat['matcher']> {
     const inner = super.matcher();
     return (u, m, k) => {
