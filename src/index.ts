@@ -10,12 +10,14 @@ export {
   truncate,
 } from './dtype.ts';
 export { Context, ContextVar, DEBUG, SPEC } from './helpers.ts';
+export { Device } from './runtime/device.ts';
+export { type NestedArray, Tensor, type TensorData, type TensorOptions } from './tensor/tensor.ts';
 export {
   type Arg,
   type ArgOf,
   AxisType,
   axisLetter,
-  type Device,
+  type Device as DeviceName,
   GroupOp,
   Ops,
 } from './uop/ops.ts';

@@ -1,0 +1,69 @@
+// Linearize: orders a kernel's nodes into a LINEAR program. Each END opens its RANGEs, outermost first;
+// a node is placed in the outermost loop that has all the ranges it needs (so loop-invariant work is hoisted).
+import { Ops } from '../uop/ops.ts';
+import { UOp } from '../uop/uop.ts';
+import { rangesOf } from './scope.ts';
+
+export function linearize(sink: UOp): UOp {
+  const out: UOp[] = [];
+  const done = new Set<UOp>();
+  const fits = (u: UOp, open: ReadonlySet<UOp>) => {
+    for (const r of rangesOf(u)) if (!open.has(r)) return false;
+    return true;
+  };
+
+  /** Emits every node below root (sources first) that the open loops can hold. */
+  function emitFrom(root: UOp, open: ReadonlySet<UOp>): void {
+    const stack: [UOp, number][] = [[root, 0]];
+    const visited = new Set<UOp>();
+    while (stack.length) {
+      const top = stack[stack.length - 1]!;
+      const [u, i] = top;
+      if (done.has(u) || u.op === Ops.RANGE) {
+        stack.pop();
+        continue;
+      }
+      if (u.op === Ops.END) {
+        stack.pop();
+        if (fits(u, open)) emitLoop(u, open);
+        else if (!visited.has(u)) {
+          // its body can't run here, but what the body needs from these loops can
+          visited.add(u);
+          stack.push([u.src[0]!, 0]);
+        }
+        continue;
+      }
+      if (i < u.src.length) {
+        top[1]++;
+        const s = u.src[i]!;
+        if (!done.has(s) && !visited.has(s)) stack.push([s, 0]);
+        continue;
+      }
+      stack.pop();
+      visited.add(u);
+      if (fits(u, open) && u.src.every((s) => done.has(s))) {
+        out.push(u);
+        done.add(u);
+      }
+    }
+  }
+
+  function emitLoop(end: UOp, open: ReadonlySet<UOp>): void {
+    const [body, ...ranges] = end.src as [UOp, ...UOp[]];
+    const inner = new Set(open);
+    const order = [...ranges].sort((a, b) => a.id - b.id);
+    for (const r of order) {
+      emitFrom(r.src[0]!, inner);
+      emitFrom(body, inner); // hoist what does not need this loop
+      out.push(r);
+      done.add(r);
+      inner.add(r);
+    }
+    emitFrom(body, inner);
+    out.push(end); // one END closes all its loops, innermost first
+    done.add(end);
+  }
+
+  for (const s of sink.src) emitFrom(s, new Set());
+  return UOp.make(Ops.LINEAR, out);
+}

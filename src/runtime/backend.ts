@@ -1,0 +1,50 @@
+// What every device provides: an allocator, a compiler from kernel source to Program, and Programs that run.
+import type { Allocator } from './allocator.ts';
+import type { DeviceBuffer } from './buffer.ts';
+
+/** The device kinds; a device name is a kind, optionally with an index (`CPU:1`). */
+export type DeviceKind = 'CPU' | 'JS' | 'NULL';
+
+/** A compiled kernel. */
+export interface Program {
+  readonly name: string;
+  readonly device: string;
+  /**
+   * Runs the kernel on `bufs` (in the order of its data0, data1, ... parameters) and the int32 values `vals`
+   * (var0, var1, ...). Returns the seconds the kernel took when `timed`, else 0.
+   */
+  run(bufs: readonly DeviceBuffer[], vals?: readonly number[], timed?: boolean): number;
+}
+
+/** A device: its memory and its compiler. Get one through `Device.get(name)`. */
+export abstract class Backend {
+  constructor(
+    readonly name: string,
+    readonly kind: DeviceKind,
+    readonly allocator: Allocator,
+  ) {}
+
+  /** Compiles the kernel `name` from `source`; a source that does not compile throws, showing it. */
+  abstract compile(name: string, source: string): Program;
+}
+
+/** Throws unless every buffer lives on `backend` (a pointer into another device's memory would crash). */
+export function checkBuffers(backend: Backend, kernel: string, bufs: readonly DeviceBuffer[]): void {
+  for (let i = 0; i < bufs.length; i++)
+    if (bufs[i]!.backend !== backend)
+      throw new Error(
+        `kernel ${kernel} on ${backend.name}: buffer ${i} (data${i}) is on ${bufs[i]!.device}; every buffer must be on ${backend.name}`,
+      );
+}
+
+/** A source listing with line numbers, for compiler errors. */
+export function numberedSource(source: string): string {
+  const lines = source.split('\n');
+  const width = String(lines.length).length;
+  return lines.map((line, i) => `${String(i + 1).padStart(width)} | ${line}`).join('\n');
+}
+
+/** Seconds since `start` (a performance.now() reading). */
+export function secondsSince(start: number): number {
+  return (performance.now() - start) / 1000;
+}

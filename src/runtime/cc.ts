@@ -1,0 +1,66 @@
+// The system C compiler: finding it (CC, else clang, else gcc) and compiling kernel source to a shared library.
+import { spawnSync } from 'node:child_process';
+import { ContextVar } from '../helpers.ts';
+import { numberedSource } from './backend.ts';
+
+/** The C compiler command (words split on spaces, as make does); empty: clang if found, else gcc. */
+export const CC = new ContextVar<string>('CC', '');
+
+// -O3: gcc at -O2 does not vectorize simple loops. Threads (OpenMP) will add -fopenmp here, and for gcc
+// -Wl,-z,nodelete: a gcc OpenMP library loaded by koffi otherwise crashes Node at exit.
+export const CFLAGS: readonly string[] = [
+  '-O3',
+  '-march=native',
+  '-shared',
+  '-fPIC',
+  '-Wall',
+  '-Werror=implicit-function-declaration',
+];
+export const LDFLAGS: readonly string[] = ['-lm'];
+
+export interface CCompiler {
+  /** The command and its leading arguments. */
+  readonly argv: readonly string[];
+  /** The first line of `--version`, part of the cache key. */
+  readonly version: string;
+}
+
+const found = new Map<string, CCompiler | Error>();
+
+/** The C compiler that CC names, else clang, else gcc; detected once per CC setting. Throws if none runs. */
+export function findCompiler(): CCompiler {
+  const cc = CC.value.trim();
+  let c = found.get(cc);
+  if (c === undefined) {
+    const candidates = cc === '' ? [['clang'], ['gcc']] : [cc.split(/\s+/)];
+    c = candidates.map(probeVersion).find((x) => x !== undefined);
+    c ??= new Error(
+      cc === ''
+        ? 'CPU: no C compiler found: neither clang nor gcc runs; install one or set CC'
+        : `CPU: the C compiler CC=${cc} does not run (\`${cc} --version\` failed)`,
+    );
+    found.set(cc, c);
+  }
+  if (c instanceof Error) throw c;
+  return c;
+}
+
+function probeVersion(argv: string[]): CCompiler | undefined {
+  const r = spawnSync(argv[0]!, [...argv.slice(1), '--version'], { encoding: 'utf8' });
+  if (r.status !== 0) return undefined;
+  return { argv, version: r.stdout.split('\n')[0]!.trim() };
+}
+
+/** Compiles C `source` into the shared library `out`; a failure throws with the listing and the compiler's message. */
+export function compileC(cc: CCompiler, name: string, source: string, out: string): void {
+  const args = [...cc.argv.slice(1), ...CFLAGS, '-x', 'c', '-', '-o', out, ...LDFLAGS];
+  const r = spawnSync(cc.argv[0]!, args, { input: source, encoding: 'utf8' });
+  if (r.status !== 0) {
+    const why = r.error?.message ?? (r.stderr.trim() || `exit status ${r.status ?? r.signal}`);
+    throw new Error(
+      `CPU: kernel ${name} does not compile with ${cc.argv.join(' ')}:\n${why}\n--- source ---\n${numberedSource(source)}`,
+    );
+  }
+  // the renderers promise code that compiles cleanly under -Wall: a warning is a bug worth seeing
+  if (r.stderr.trim() !== '') console.warn(`CPU: kernel ${name}: ${cc.argv.join(' ')} warns:\n${r.stderr}`);
+}

@@ -1,0 +1,95 @@
+// The CPU device: C kernels built by the system compiler, cached on disk, loaded through koffi, run on host memory.
+import { createRequire } from 'node:module';
+import { cpus } from 'node:os';
+import type { LibraryHandle } from 'koffi';
+import { sha256 } from '../helpers.ts';
+import { HostAllocator, type HostMemory } from './allocator.ts';
+import { Backend, checkBuffers, type Program, secondsSince } from './backend.ts';
+import type { DeviceBuffer } from './buffer.ts';
+import { CFLAGS, compileC, findCompiler, LDFLAGS } from './cc.ts';
+import { withCachedFile } from './diskcache.ts';
+
+type Koffi = typeof import('koffi');
+let koffiModule: Koffi | undefined;
+/** koffi, loaded on first use so that the JS and NULL devices run without the native module. */
+function koffi(): Koffi {
+  return (koffiModule ??= createRequire(import.meta.url)('koffi') as Koffi);
+}
+
+// -march=native makes code for this host's processor: a cache shared between machines must not mix them
+let hostCpu: string | undefined;
+
+/** Buffers are 64-byte aligned (a cache line; enough for any vector load). */
+export const CPU_ALIGN = 64;
+
+export class CPUBackend extends Backend {
+  // loaded libraries by content key; dlopen of the same path again would return the same handle anyway
+  private readonly libraries = new Map<string, LibraryHandle>();
+
+  constructor(name: string) {
+    super(name, 'CPU', new HostAllocator(name, CPU_ALIGN, (bytes) => Number(koffi().address(bytes))));
+  }
+
+  compile(name: string, source: string): Program {
+    const cc = findCompiler();
+    hostCpu ??= cpus()[0]?.model ?? 'unknown';
+    const key = sha256(JSON.stringify([source, cc.argv, cc.version, CFLAGS, LDFLAGS, hostCpu]));
+    let lib = this.libraries.get(key);
+    if (lib === undefined) {
+      lib = withCachedFile(
+        key,
+        '.so',
+        (out) => compileC(cc, name, source, out),
+        (path) => koffi().load(path),
+      );
+      this.libraries.set(key, lib);
+    }
+    return new CPUProgram(this, name, lib);
+  }
+}
+
+class CPUProgram implements Program {
+  private fn: ((...args: number[]) => void) | undefined;
+  private nbufs = -1;
+  private nvars = -1;
+
+  constructor(
+    private readonly backend: CPUBackend,
+    readonly name: string,
+    private readonly lib: LibraryHandle,
+  ) {}
+
+  get device(): string {
+    return this.backend.name;
+  }
+
+  run(bufs: readonly DeviceBuffer[], vals: readonly number[] = [], timed = false): number {
+    checkBuffers(this.backend, this.name, bufs);
+    const fn = this.bind(bufs.length, vals.length);
+    // pointers go as uintptr_t numbers: a call costs half of passing TypedArrays, and the
+    // ArrayBuffers behind them never move while the DeviceBuffers hold them
+    const args = new Array<number>(bufs.length + vals.length);
+    for (let i = 0; i < bufs.length; i++) args[i] = (bufs[i]!.memory as HostMemory).address;
+    for (let i = 0; i < vals.length; i++) args[bufs.length + i] = vals[i]!;
+    const start = timed ? performance.now() : 0;
+    fn(...args);
+    return timed ? secondsSince(start) : 0;
+  }
+
+  /** The function with the prototype `void name(void* x nbufs, int32 x nvars)`, made on first use. */
+  private bind(nbufs: number, nvars: number): (...args: number[]) => void {
+    if (this.fn === undefined || nbufs !== this.nbufs || nvars !== this.nvars) {
+      const types = [...Array<string>(nbufs).fill('uintptr_t'), ...Array<string>(nvars).fill('int32_t')];
+      try {
+        this.fn = this.lib.func(this.name, 'void', types);
+      } catch (e) {
+        throw new Error(
+          `CPU: kernel ${this.name}: ${(e as Error).message}; its source must define void ${this.name}(...)`,
+        );
+      }
+      this.nbufs = nbufs;
+      this.nvars = nvars;
+    }
+    return this.fn;
+  }
+}

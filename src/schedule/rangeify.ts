@@ -1,0 +1,258 @@
+// Rangeify: splits a tensor graph into kernels. Movement ops become index maps over RANGEs, elementwise
+// chains fuse, a reduce fuses with its inputs and with the elementwise ops that consume it, and values a
+// kernel cannot recompute cheaply (reduces seen through an expand, CONTIGUOUS) end their own kernel.
+import { AddrSpace, type DType, dtypes } from '../dtype.ts';
+import { type ArgOf, AxisType, GroupOp, Ops, opName } from '../uop/ops.ts';
+import type { sint } from '../uop/shape.ts';
+import { UOp } from '../uop/uop.ts';
+
+/** One kernel: its AST (a SINK over the store into bufs[0]) and the tensor-level buffers it binds, in slot order. */
+export interface Kernel {
+  ast: UOp;
+  /** BUFFER nodes of the tensor graph; bufs[k] is the kernel's PARAM k; bufs[0] is written. */
+  bufs: UOp[];
+}
+
+export interface Schedule {
+  kernels: Kernel[];
+  /** Each realized root's BUFFER (the same node for a root that was already a buffer). */
+  outputs: Map<UOp, UOp>;
+}
+
+let nextBufferSlot = 0;
+
+/** A fresh tensor-level buffer for a value of this shape, dtype and device. */
+export function newBuffer(shape: readonly sint[], dtype: DType, device: string): UOp {
+  return UOp.buffer(nextBufferSlot++, dtype, shape, device);
+}
+
+/** Ops that map each element to at most one place: a reduce below them is still computed once per element. */
+const ONE_TO_ONE = new Set([
+  ...GroupOp.Unary,
+  ...GroupOp.Binary,
+  ...GroupOp.Ternary,
+  ...GroupOp.Marker,
+  Ops.RESHAPE,
+  Ops.PERMUTE,
+  Ops.SHRINK,
+  Ops.FLIP,
+  Ops.PAD,
+]);
+
+/** Whether a REDUCE can be computed inside its consumers' kernel: nothing above it repeats or reduces it. */
+function fusable(r: UOp, users: Map<UOp, UOp[]>, realized: Set<UOp>): boolean {
+  const stack = [r];
+  const seen = new Set<UOp>();
+  while (stack.length) {
+    const u = stack.pop()!;
+    for (const p of users.get(u) ?? []) {
+      if (seen.has(p) || realized.has(p)) continue;
+      seen.add(p);
+      if (!ONE_TO_ONE.has(p.op)) return false;
+      stack.push(p);
+    }
+  }
+  return true;
+}
+
+/** Decides which nodes get their own buffer: the roots, CONTIGUOUS, and reduces that cannot fuse. */
+function findRealized(roots: readonly UOp[]): Set<UOp> {
+  const realized = new Set<UOp>();
+  const users = new Map<UOp, UOp[]>();
+  const order = UOp.sink(...roots).toposort();
+  for (const u of order) for (const s of u.src) users.set(s, [...(users.get(s) ?? []), u]);
+  for (const r of roots) if (r.op !== Ops.BUFFER) realized.add(r);
+  for (const u of order) if (u.op === Ops.CONTIGUOUS) realized.add(u);
+  // users first, so a reduce knows whether the reduces above it are realized
+  for (let i = order.length - 1; i >= 0; i--) {
+    const u = order[i]!;
+    if (u.op === Ops.REDUCE && !realized.has(u) && !fusable(u, users, realized)) realized.add(u);
+  }
+  return realized;
+}
+
+/** Row-major linear offset of an index into a shape. */
+export function linearIndex(idx: readonly UOp[], shape: readonly sint[]): UOp {
+  let lin = UOp.const(dtypes.index, 0);
+  let stride: sint = 1;
+  for (let k = shape.length - 1; k >= 0; k--) {
+    lin = lin.add(idx[k]!.mul(UOp.index(stride)));
+    stride =
+      typeof stride === 'number' && typeof shape[k] === 'number'
+        ? stride * (shape[k] as number)
+        : UOp.index(stride).mul(UOp.index(shape[k]!));
+  }
+  return lin;
+}
+
+/** The indices into `shape` of a row-major linear offset. */
+function unflatten(lin: UOp, shape: readonly sint[]): UOp[] {
+  const out = new Array<UOp>(shape.length);
+  let stride: sint = 1;
+  for (let k = shape.length - 1; k >= 0; k--) {
+    out[k] =
+      shape[k] === 1 ? UOp.const(dtypes.index, 0) : lin.idiv(UOp.index(stride)).mod(UOp.index(shape[k]!));
+    stride =
+      typeof stride === 'number' && typeof shape[k] === 'number'
+        ? stride * (shape[k] as number)
+        : UOp.index(stride).mul(UOp.index(shape[k]!));
+  }
+  return out;
+}
+
+const TRUE = () => UOp.const(dtypes.bool, true);
+
+/** Builds the kernels of one realized value. */
+class KernelBuilder {
+  readonly bufs: UOp[] = [];
+  private readonly params = new Map<UOp, UOp>();
+  private readonly memo = new Map<string, UOp>();
+  private rangeId = 0;
+
+  constructor(
+    private readonly realizedBuf: (u: UOp) => UOp | undefined,
+    out: UOp,
+  ) {
+    this.param(out);
+  }
+
+  /** The kernel PARAM standing for a tensor-level buffer (a flat view of it). */
+  param(buf: UOp): UOp {
+    let p = this.params.get(buf);
+    if (p === undefined) {
+      const a = buf.arg as ArgOf<Ops.BUFFER>;
+      const size = buf.shape!.reduce<sint>(
+        (n, d) => (typeof n === 'number' && typeof d === 'number' ? n * d : UOp.index(n).mul(UOp.index(d))),
+        1,
+      );
+      p = UOp.make(Ops.PARAM, [UOp.shapeVec([size])], {
+        slot: this.bufs.length,
+        dtype: a.dtype,
+        addrspace: AddrSpace.GLOBAL,
+      });
+      this.params.set(buf, p);
+      this.bufs.push(buf);
+    }
+    return p;
+  }
+
+  /** A loop over an axis; an axis of size 1 needs none. */
+  range(size: sint, type: AxisType): UOp {
+    return size === 1 ? UOp.const(dtypes.index, 0) : UOp.range(size, this.rangeId++, type);
+  }
+
+  /** The scalar value of tensor node u at index idx, where `valid` holds (loads outside it are not done). */
+  lower(u: UOp, idx: readonly UOp[], valid: UOp): UOp {
+    const key = `${u.id}|${idx.map((i) => i.id).join(',')}|${valid.id}`;
+    let out = this.memo.get(key);
+    if (out === undefined) this.memo.set(key, (out = this.lowerNew(u, idx, valid)));
+    return out;
+  }
+
+  private lowerNew(u: UOp, idx: readonly UOp[], valid: UOp): UOp {
+    const buf = this.realizedBuf(u);
+    if (buf !== undefined) return this.load(buf, idx, valid);
+    const s = u.src;
+    switch (u.op) {
+      case Ops.BUFFER:
+        return this.load(u, idx, valid);
+      case Ops.CONST:
+        return u;
+      case Ops.RESHAPE:
+        return this.lower(s[0]!, unflatten(linearIndex(idx, u.shape!), s[0]!.shape!), valid);
+      case Ops.PERMUTE: {
+        const order = u.arg as readonly number[];
+        const inner = new Array<UOp>(order.length);
+        order.forEach((a, k) => {
+          inner[a] = idx[k]!;
+        });
+        return this.lower(s[0]!, inner, valid);
+      }
+      case Ops.EXPAND: {
+        const from = s[0]!.shape!;
+        return this.lower(
+          s[0]!,
+          idx.map((i, k) => (from[k] === 1 ? UOp.const(dtypes.index, 0) : i)),
+          valid,
+        );
+      }
+      case Ops.SHRINK: {
+        const offset = s[1]!.sizes;
+        return this.lower(
+          s[0]!,
+          idx.map((i, k) => i.add(UOp.index(offset[k]!))),
+          valid,
+        );
+      }
+      case Ops.FLIP: {
+        const flags = u.arg as readonly boolean[];
+        const shape = u.shape!;
+        return this.lower(
+          s[0]!,
+          idx.map((i, k) => (flags[k] ? UOp.index(shape[k]!).sub(1).sub(i) : i)),
+          valid,
+        );
+      }
+      case Ops.PAD: {
+        const offset = s[1]!.sizes;
+        const inner = s[0]!.shape!;
+        let inside = TRUE();
+        const shifted = idx.map((i, k) => {
+          const o = UOp.index(offset[k]!);
+          inside = inside.and(i.ge(o)).and(i.lt(o.add(UOp.index(inner[k]!))));
+          return i.sub(o);
+        });
+        const value = this.lower(s[0]!, shifted, valid.and(inside));
+        return inside.where(value, value.constLike(0));
+      }
+      case Ops.REDUCE: {
+        const { op, axes } = u.arg as ArgOf<Ops.REDUCE>;
+        const shape = s[0]!.shape!;
+        const loops = axes.map((a) => this.range(shape[a]!, AxisType.REDUCE));
+        const inner = idx.map((i, k) => {
+          const at = axes.indexOf(k);
+          return at < 0 ? i : loops[at]!;
+        });
+        const ranges = loops.filter((r) => r.op === Ops.RANGE);
+        return UOp.make(Ops.REDUCE, [this.lower(s[0]!, inner, valid), ...ranges], { op, axes: [] });
+      }
+    }
+    if (GroupOp.Unary.has(u.op) || GroupOp.Binary.has(u.op) || GroupOp.Ternary.has(u.op))
+      return u.withSrc(s.map((x) => this.lower(x, idx, valid)));
+    if (GroupOp.Marker.has(u.op)) return this.lower(s[0]!, idx, valid);
+    throw new Error(`rangeify: cannot put ${opName(u.op)} in a kernel yet`);
+  }
+
+  private load(buf: UOp, idx: readonly UOp[], valid: UOp): UOp {
+    const address = UOp.make(Ops.INDEX, [this.param(buf), linearIndex(idx, buf.shape!)]);
+    if (valid.op === Ops.CONST && valid.constValue === true) return UOp.make(Ops.LOAD, [address]);
+    return UOp.make(Ops.LOAD, [address, UOp.const(buf.dtype, 0), valid]);
+  }
+}
+
+/** The kernels that compute `roots`, in an order where every kernel runs after the kernels it reads. */
+export function rangeify(roots: readonly UOp[], device: (u: UOp) => string): Schedule {
+  const realized = findRealized(roots);
+  const outputs = new Map<UOp, UOp>();
+  for (const r of roots) if (r.op === Ops.BUFFER) outputs.set(r, r);
+  const bufferOf = new Map<UOp, UOp>();
+  const kernels: Kernel[] = [];
+  // sources before users: a kernel's inputs are scheduled before it
+  for (const u of UOp.sink(...roots).toposort()) {
+    if (!realized.has(u)) continue;
+    const out = newBuffer(u.shape!, u.dtype, device(u));
+    const kb = new KernelBuilder((x) => (x === u ? undefined : bufferOf.get(x)), out);
+    const ranges = u.shape!.map((d) => kb.range(d, AxisType.LOOP));
+    const value = kb.lower(u, ranges, TRUE());
+    const store = UOp.make(Ops.STORE, [
+      UOp.make(Ops.INDEX, [kb.param(out), linearIndex(ranges, u.shape!)]),
+      value,
+    ]);
+    const loops = ranges.filter((r) => r.op === Ops.RANGE);
+    const body = loops.length ? UOp.make(Ops.END, [store, ...loops]) : store;
+    kernels.push({ ast: UOp.sink(body), bufs: kb.bufs });
+    bufferOf.set(u, out);
+    if (roots.includes(u)) outputs.set(u, out);
+  }
+  return { kernels, outputs };
+}

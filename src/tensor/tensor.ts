@@ -1,0 +1,485 @@
+// Tensor: the lazy front end. Every op builds UOps; nothing runs until data is asked for.
+import {
+  type ConstValue,
+  type DType,
+  dtypeOfArray,
+  dtypes,
+  fromStorage,
+  promote,
+  type StorageArray,
+  toStorage,
+} from '../dtype.ts';
+import { bufferData, setBufferData } from '../engine/buffers.ts';
+import { realize } from '../engine/realize.ts';
+import { Device } from '../runtime/device.ts';
+import { newBuffer } from '../schedule/rangeify.ts';
+import { Ops, type ReduceOp } from '../uop/ops.ts';
+import { UOp } from '../uop/uop.ts';
+
+/** Nested arrays of numbers or booleans, as `tolist()` gives them back. */
+export type NestedArray = ConstValue | readonly NestedArray[];
+export type TensorData = NestedArray | ArrayBufferView;
+
+export interface TensorOptions {
+  dtype?: DType;
+  device?: string;
+}
+
+const LOG2_E = Math.log2(Math.E);
+const LN_2 = Math.LN2;
+
+function shapeOf(data: NestedArray): number[] {
+  const shape: number[] = [];
+  let d: NestedArray = data;
+  while (Array.isArray(d)) {
+    shape.push(d.length);
+    d = d[0] as NestedArray;
+  }
+  return shape;
+}
+
+function flatten(
+  data: NestedArray,
+  shape: readonly number[],
+  out: ConstValue[] = [],
+  depth = 0,
+): ConstValue[] {
+  if (depth === shape.length) {
+    if (Array.isArray(data))
+      throw new Error(`Tensor: ragged nested array; expected shape (${shape.join(', ')})`);
+    out.push(data as ConstValue);
+    return out;
+  }
+  if (!Array.isArray(data) || data.length !== shape[depth])
+    throw new Error(`Tensor: ragged nested array at depth ${depth}; expected shape (${shape.join(', ')})`);
+  for (const x of data) flatten(x, shape, out, depth + 1);
+  return out;
+}
+
+const isTypedArray = (x: unknown): x is ArrayBufferView => ArrayBuffer.isView(x) && !(x instanceof DataView);
+
+/** The dtype a JS value suggests: bool for booleans, int32 for integers, float32 otherwise. */
+function defaultDType(values: readonly ConstValue[]): DType {
+  if (values.length && values.every((v) => typeof v === 'boolean')) return dtypes.bool;
+  if (values.every((v) => typeof v === 'bigint' || Number.isInteger(v) || typeof v === 'boolean'))
+    return dtypes.int32;
+  return dtypes.float32;
+}
+
+const prod = (s: readonly number[]) => s.reduce((a, b) => a * b, 1);
+
+export class Tensor {
+  static readonly float32 = dtypes.float32;
+  static readonly int32 = dtypes.int32;
+  static readonly bool = dtypes.bool;
+  /** The graph this tensor stands for (a BUFFER once realized). */
+  uop: UOp;
+  readonly device: string;
+
+  constructor(data: TensorData | UOp, opts: TensorOptions = {}) {
+    this.device = Device.canonicalize(opts.device ?? Device.default);
+    if (data instanceof UOp) {
+      this.uop = data;
+      return;
+    }
+    let values: ArrayLike<ConstValue>;
+    let shape: number[];
+    let dtype: DType;
+    if (isTypedArray(data)) {
+      dtype = opts.dtype ?? dtypeOfArray(data);
+      values = data as unknown as ArrayLike<ConstValue>;
+      shape = [values.length];
+    } else {
+      shape = shapeOf(data);
+      const flat = flatten(data, shape);
+      dtype = opts.dtype ?? defaultDType(flat);
+      values = flat;
+    }
+    const buf = newBuffer(shape, dtype, this.device);
+    setBufferData(buf, toStorage(dtype, values));
+    this.uop = buf;
+  }
+
+  static fromUOp(u: UOp, device: string): Tensor {
+    return new Tensor(u, { device });
+  }
+
+  get shape(): number[] {
+    return this.uop.shape!.map((d) => {
+      if (typeof d !== 'number') throw new Error('Tensor.shape: symbolic shapes are not supported yet');
+      return d;
+    });
+  }
+  get dtype(): DType {
+    return this.uop.dtype;
+  }
+  get ndim(): number {
+    return this.uop.shape!.length;
+  }
+  get numel(): number {
+    return prod(this.shape);
+  }
+
+  // --- creation ---------------------------------------------------------------------------------------
+
+  static full(shape: readonly number[], value: ConstValue, opts: TensorOptions = {}): Tensor {
+    const dtype = opts.dtype ?? defaultDType([value]);
+    const c = UOp.const(dtype, value);
+    return new Tensor(c.reshape(shape.map(() => 1)).expand(shape), opts);
+  }
+  static zeros(shape: readonly number[], opts: TensorOptions = {}): Tensor {
+    return Tensor.full(shape, 0, { dtype: dtypes.float32, ...opts });
+  }
+  static ones(shape: readonly number[], opts: TensorOptions = {}): Tensor {
+    return Tensor.full(shape, 1, { dtype: dtypes.float32, ...opts });
+  }
+  /** [start, stop) by step, built as the spec's prefix sum of ones. */
+  static arange(start: number, stop?: number, step = 1, opts: TensorOptions = {}): Tensor {
+    if (stop === undefined) [start, stop] = [0, start];
+    const n = Math.max(0, Math.ceil((stop - start) / step));
+    const dtype = opts.dtype ?? ([start, stop, step].every(Number.isInteger) ? dtypes.int32 : dtypes.float32);
+    if (n === 0) return new Tensor([], { ...opts, dtype });
+    return Tensor.full([n], step, { ...opts, dtype })
+      .cumsum()
+      .add(start - step);
+  }
+
+  // --- reading ------------------------------------------------------------------------------------------
+
+  realize(...others: Tensor[]): this {
+    realize([this, ...others]);
+    return this;
+  }
+
+  /** The data as a TypedArray in the dtype's storage (float16 as bits, bool as 0/1). */
+  dataSync(): StorageArray {
+    this.realize();
+    return bufferData(this.uop).slice() as StorageArray;
+  }
+  async data(): Promise<StorageArray> {
+    return this.dataSync();
+  }
+  tolist(): NestedArray {
+    const flat = fromStorage(this.dtype, this.dataSync());
+    const build = (dim: number, offset: number): NestedArray => {
+      if (dim === this.ndim) return flat[offset]!;
+      const stride = prod(this.shape.slice(dim + 1));
+      return Array.from({ length: this.shape[dim]! }, (_, i) => build(dim + 1, offset + i * stride));
+    };
+    return build(0, 0);
+  }
+  item(): ConstValue {
+    if (this.numel !== 1)
+      throw new Error(`Tensor.item: needs one element, the tensor has shape (${this.shape.join(', ')})`);
+    return fromStorage(this.dtype, this.dataSync())[0]!;
+  }
+
+  // --- elementwise --------------------------------------------------------------------------------------
+
+  private wrap(u: UOp): Tensor {
+    return new Tensor(u, { device: this.device });
+  }
+
+  /** The dtype a JS scalar takes next to this tensor: the tensor's, unless the scalar needs more (2.5 beside ints). */
+  private scalarDType(y: ConstValue): DType {
+    if (typeof y === 'boolean') return this.dtype;
+    if (typeof y === 'number' && !Number.isInteger(y))
+      return this.dtype.isFloat ? this.dtype : dtypes.float32;
+    return this.dtype === dtypes.bool ? dtypes.int32 : this.dtype;
+  }
+
+  private toTensor(op: string, y: Tensor | ConstValue): Tensor {
+    if (!(y instanceof Tensor)) return this.wrap(UOp.const(this.scalarDType(y), y));
+    if (y.device !== this.device)
+      throw new Error(`${op}: operands are on ${this.device} and ${y.device}; move one with .to(device)`);
+    return y;
+  }
+
+  /** Both operands broadcast to one shape and promoted to one dtype. */
+  private operands(op: string, y: Tensor | ConstValue): [UOp, UOp] {
+    const other = this.toTensor(op, y);
+    const dtype = promote(this.dtype, other.dtype);
+    const shape = broadcastShape(op, this.shape, other.shape);
+    return [this.cast(dtype).broadcastTo(shape).uop, other.cast(dtype).broadcastTo(shape).uop];
+  }
+
+  private binary(op: string, y: Tensor | ConstValue, f: (a: UOp, b: UOp) => UOp): Tensor {
+    const [a, b] = this.operands(op, y);
+    return this.wrap(f(a, b));
+  }
+
+  add(y: Tensor | ConstValue): Tensor {
+    return this.binary('add', y, (a, b) => a.add(b));
+  }
+  sub(y: Tensor | ConstValue): Tensor {
+    return this.binary('sub', y, (a, b) => a.sub(b));
+  }
+  mul(y: Tensor | ConstValue): Tensor {
+    return this.binary('mul', y, (a, b) => a.mul(b));
+  }
+  div(y: Tensor | ConstValue): Tensor {
+    const x = this.dtype.isFloat ? this : this.cast(dtypes.float32);
+    return x.binary('div', y, (a, b) =>
+      a.dtype.isFloat ? a.div(b) : a.cast(dtypes.float32).div(b.cast(dtypes.float32)),
+    );
+  }
+  maximum(y: Tensor | ConstValue): Tensor {
+    return this.binary('maximum', y, (a, b) => a.maximum(b));
+  }
+  minimum(y: Tensor | ConstValue): Tensor {
+    return this.binary('minimum', y, (a, b) => a.minimum(b));
+  }
+  lt(y: Tensor | ConstValue): Tensor {
+    return this.binary('lt', y, (a, b) => a.lt(b));
+  }
+  gt(y: Tensor | ConstValue): Tensor {
+    return this.binary('gt', y, (a, b) => a.gt(b));
+  }
+  le(y: Tensor | ConstValue): Tensor {
+    return this.binary('le', y, (a, b) => a.le(b));
+  }
+  ge(y: Tensor | ConstValue): Tensor {
+    return this.binary('ge', y, (a, b) => a.ge(b));
+  }
+  eq(y: Tensor | ConstValue): Tensor {
+    return this.binary('eq', y, (a, b) => a.eq(b));
+  }
+  ne(y: Tensor | ConstValue): Tensor {
+    return this.binary('ne', y, (a, b) => a.ne(b));
+  }
+  /** cond ? x : y, elementwise; `this` is the condition. */
+  where(x: Tensor | ConstValue, y: Tensor | ConstValue): Tensor {
+    const a =
+      x instanceof Tensor
+        ? x
+        : y instanceof Tensor
+          ? y.toTensor('where', x)
+          : this.wrap(UOp.const(defaultDType([x, y]), x));
+    const [xs, ys] = a.operands('where', y);
+    const shape = broadcastShape('where', this.shape, xs.shape as number[]);
+    const cond = this.cast(dtypes.bool).broadcastTo(shape);
+    return this.wrap(
+      cond.uop.where(this.wrap(xs).broadcastTo(shape).uop, this.wrap(ys).broadcastTo(shape).uop),
+    );
+  }
+
+  neg(): Tensor {
+    return this.wrap(this.uop.neg());
+  }
+  private float(): Tensor {
+    return this.dtype.isFloat ? this : this.cast(dtypes.float32);
+  }
+  reciprocal(): Tensor {
+    const x = this.float();
+    return x.wrap(x.uop.recip());
+  }
+  sqrt(): Tensor {
+    const x = this.float();
+    return x.wrap(UOp.make(Ops.SQRT, [x.uop]));
+  }
+  exp2(): Tensor {
+    const x = this.float();
+    return x.wrap(UOp.make(Ops.EXP2, [x.uop]));
+  }
+  log2(): Tensor {
+    const x = this.float();
+    return x.wrap(UOp.make(Ops.LOG2, [x.uop]));
+  }
+  exp(): Tensor {
+    return this.float().mul(LOG2_E).exp2();
+  }
+  log(): Tensor {
+    return this.log2().mul(LN_2);
+  }
+  sin(): Tensor {
+    const x = this.float();
+    return x.wrap(UOp.make(Ops.SIN, [x.uop]));
+  }
+  relu(): Tensor {
+    return this.maximum(0);
+  }
+  sigmoid(): Tensor {
+    return this.neg().exp().add(1).reciprocal();
+  }
+  abs(): Tensor {
+    return this.maximum(this.neg());
+  }
+  square(): Tensor {
+    return this.mul(this);
+  }
+  cast(dtype: DType): Tensor {
+    return dtype === this.dtype ? this : this.wrap(this.uop.cast(dtype));
+  }
+
+  // --- movement -----------------------------------------------------------------------------------------
+
+  private axis(a: number, ndim = this.ndim): number {
+    const x = a < 0 ? a + ndim : a;
+    if (!(x >= 0 && x < ndim)) throw new Error(`axis ${a} is out of range for a tensor of ${ndim} dims`);
+    return x;
+  }
+
+  reshape(shape: readonly number[]): Tensor {
+    const infer = shape.indexOf(-1);
+    let s = [...shape];
+    if (infer >= 0) {
+      const known = prod(s.filter((_, i) => i !== infer));
+      if (known === 0 || this.numel % known !== 0)
+        throw new Error(`reshape: cannot infer -1 in (${shape.join(', ')}) for ${this.numel} elements`);
+      s = s.map((d, i) => (i === infer ? this.numel / known : d));
+    }
+    return shapesEqual(s, this.shape) ? this : this.wrap(this.uop.reshape(s));
+  }
+  permute(order: readonly number[]): Tensor {
+    return this.wrap(this.uop.permute(order.map((a) => this.axis(a))));
+  }
+  expand(shape: readonly number[]): Tensor {
+    return this.broadcastTo(
+      shape.map((d, i) => (d === -1 ? this.shape[i - (shape.length - this.ndim)]! : d)),
+    );
+  }
+  /** Reshapes to the broadcast rank (new axes in front) and expands. */
+  broadcastTo(shape: readonly number[]): Tensor {
+    if (shapesEqual(shape, this.shape)) return this;
+    const padded = [...new Array(shape.length - this.ndim).fill(1), ...this.shape];
+    const x = this.reshape(padded);
+    return shapesEqual(shape, padded) ? x : x.wrap(x.uop.expand(shape));
+  }
+  /** Pads each axis with [before, after] elements of value. */
+  pad(padding: readonly (readonly [number, number])[], value = 0): Tensor {
+    if (padding.length !== this.ndim)
+      throw new Error(`pad: needs ${this.ndim} [before, after] pairs, got ${padding.length}`);
+    const shape = this.shape.map((d, i) => d + padding[i]![0] + padding[i]![1]);
+    const offset = padding.map((p) => p[0]);
+    const padded = this.wrap(this.uop.pad(offset, shape));
+    if (value === 0) return padded;
+    const mask = this.wrap(
+      UOp.const(dtypes.bool, true)
+        .reshape(this.shape.map(() => 1))
+        .expand(this.shape)
+        .pad(offset, shape),
+    );
+    return mask.where(padded, value);
+  }
+  /** Keeps [start, end) of each axis. */
+  shrink(ranges: readonly (readonly [number, number])[]): Tensor {
+    return this.wrap(
+      this.uop.shrink(
+        ranges.map((r) => r[0]),
+        ranges.map((r) => r[1] - r[0]),
+      ),
+    );
+  }
+  flip(axes: number | readonly number[]): Tensor {
+    const set = new Set((typeof axes === 'number' ? [axes] : axes).map((a) => this.axis(a)));
+    return this.wrap(this.uop.flip(this.shape.map((_, i) => set.has(i))));
+  }
+  transpose(d0 = -2, d1 = -1): Tensor {
+    const order = this.shape.map((_, i) => i);
+    const [a, b] = [this.axis(d0), this.axis(d1)];
+    [order[a], order[b]] = [order[b]!, order[a]!];
+    return this.permute(order);
+  }
+  flatten(start = 0, end = -1): Tensor {
+    const [s, e] = [this.axis(start), this.axis(end)];
+    return this.reshape([
+      ...this.shape.slice(0, s),
+      prod(this.shape.slice(s, e + 1)),
+      ...this.shape.slice(e + 1),
+    ]);
+  }
+  unsqueeze(dim: number): Tensor {
+    const d = this.axis(dim, this.ndim + 1);
+    return this.reshape([...this.shape.slice(0, d), 1, ...this.shape.slice(d)]);
+  }
+  contiguous(): Tensor {
+    return this.wrap(UOp.make(Ops.CONTIGUOUS, [this.uop]));
+  }
+
+  // --- reduce -------------------------------------------------------------------------------------------
+
+  private reduce(op: ReduceOp, axis?: number | readonly number[], keepdim = false): Tensor {
+    const axes =
+      axis === undefined
+        ? this.shape.map((_, i) => i)
+        : (typeof axis === 'number' ? [axis] : axis).map((a) => this.axis(a));
+    const r = this.wrap(this.uop.reduce(op, axes));
+    return keepdim ? r : r.reshape(this.shape.filter((_, i) => !axes.includes(i)));
+  }
+  sum(axis?: number | readonly number[], keepdim = false): Tensor {
+    const x = this.dtype === dtypes.bool ? this.cast(dtypes.int32) : this;
+    return x.reduce(Ops.ADD, axis, keepdim);
+  }
+  prod(axis?: number | readonly number[], keepdim = false): Tensor {
+    return this.reduce(Ops.MUL, axis, keepdim);
+  }
+  max(axis?: number | readonly number[], keepdim = false): Tensor {
+    return this.reduce(Ops.MAX, axis, keepdim);
+  }
+  min(axis?: number | readonly number[], keepdim = false): Tensor {
+    return this.neg().max(axis, keepdim).neg();
+  }
+  mean(axis?: number | readonly number[], keepdim = false): Tensor {
+    const s = this.float().sum(axis, keepdim);
+    return s.div(this.numel / Math.max(1, s.numel));
+  }
+
+  /** Running sum along an axis, built as the spec's prefix sum: pad, tile, trim into windows, reduce. */
+  cumsum(axis = 0): Tensor {
+    const a = this.axis(axis);
+    if (a !== this.ndim - 1) return this.transpose(a, -1).cumsum(-1).transpose(a, -1);
+    const n = this.shape[a]!;
+    const lead = this.shape.slice(0, -1);
+    const x = this.pad([...lead.map(() => [0, 0] as [number, number]), [n - 1, 0]]);
+    const tiled = x
+      .unsqueeze(-2)
+      .expand([...lead, n + 1, 2 * n - 1])
+      .reshape([...lead, (n + 1) * (2 * n - 1)])
+      .shrink([...lead.map((d) => [0, d] as [number, number]), [0, 2 * n * n]])
+      .reshape([...lead, n, 2 * n])
+      .shrink([...lead.map((d) => [0, d] as [number, number]), [0, n], [0, n]]);
+    return tiled.sum(-1);
+  }
+
+  /** Matrix product, as the spec's gemm: broadcast multiply then sum over the shared axis. */
+  matmul(w: Tensor): Tensor {
+    if (this.ndim < 1 || w.ndim < 1) throw new Error('matmul: both operands need at least one axis');
+    const k = this.shape[this.ndim - 1]!;
+    const kw = w.shape[Math.max(0, w.ndim - 2)]!;
+    if (k !== kw)
+      throw new Error(
+        `matmul: inner sizes differ: (${this.shape.join(', ')}) @ (${w.shape.join(', ')}); the last axis of the first must equal the ${w.ndim > 1 ? 'second-to-last' : 'only'} axis of the second`,
+      );
+    const x = this.ndim === 1 ? this.unsqueeze(0) : this;
+    const y = w.ndim === 1 ? w.unsqueeze(-1) : w;
+    const out = x.unsqueeze(-1).mul(y.unsqueeze(-3)).sum(-2);
+    return this.ndim === 1
+      ? out.reshape(out.shape.slice(0, -2).concat(out.shape.slice(-1)))
+      : w.ndim === 1
+        ? out.reshape(out.shape.slice(0, -1))
+        : out;
+  }
+
+  toString(): string {
+    return `<Tensor shape=(${this.shape.join(', ')}) dtype=${this.dtype.name} device=${this.device}>`;
+  }
+}
+
+function shapesEqual(a: readonly number[], b: readonly number[]): boolean {
+  return a.length === b.length && a.every((d, i) => d === b[i]);
+}
+
+function broadcastShape(op: string, a: readonly number[], b: readonly number[]): number[] {
+  const n = Math.max(a.length, b.length);
+  const out: number[] = [];
+  for (let i = 0; i < n; i++) {
+    const x = a[a.length - n + i] ?? 1;
+    const y = b[b.length - n + i] ?? 1;
+    if (x !== y && x !== 1 && y !== 1)
+      throw new Error(
+        `${op}: cannot broadcast shapes (${a.join(', ')}) and (${b.join(', ')}): axis ${i - n} has sizes ${x} and ${y}`,
+      );
+    out.push(x === 1 ? y : x);
+  }
+  return out;
+}

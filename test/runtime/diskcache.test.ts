@@ -1,0 +1,117 @@
+// The disk cache: hits by content key, atomic checksummed entries, corrupt or truncated entries rebuilt.
+import {
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  renameSync,
+  rmSync,
+  truncateSync,
+  writeFileSync,
+} from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { dtypes } from '../../src/dtype.ts';
+import { Context } from '../../src/helpers.ts';
+import { DeviceBuffer } from '../../src/runtime/buffer.ts';
+import { CPUBackend } from '../../src/runtime/cpu.ts';
+import { cacheDir, cacheStats, withCachedFile } from '../../src/runtime/diskcache.ts';
+
+const dirs: string[] = [];
+const freshDir = () => {
+  dirs.push(mkdtempSync(join(tmpdir(), 'tsgrad-cache-test-')));
+  return dirs.at(-1)!;
+};
+afterAll(() => {
+  for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
+});
+const counts = () => ({ ...cacheStats });
+const delta = (before: typeof cacheStats) => ({
+  hits: cacheStats.hits - before.hits,
+  builds: cacheStats.builds - before.builds,
+  corrupt: cacheStats.corrupt - before.corrupt,
+});
+
+describe('withCachedFile', () => {
+  const build = (out: string) => writeFileSync(out, 'payload');
+  const read = (path: string) => readFileSync(path, 'latin1');
+
+  it('builds once, then hits; a truncated or altered entry is rebuilt, never used', () => {
+    const dir = freshDir();
+    Context.with({ CACHEDIR: dir }, () => {
+      expect(cacheDir()).toBe(dir);
+      const before = counts();
+      expect(withCachedFile('k1', '.txt', build, read)).toMatch(
+        /^payloadtsgrad 000000000007 [0-9a-f]{64}\n$/,
+      );
+      expect(withCachedFile('k1', '.txt', build, read)).toMatch(/^payload/);
+      expect(delta(before)).toEqual({ hits: 1, builds: 1, corrupt: 0 });
+      const path = join(dir, 'k1.txt');
+      truncateSync(path, 20);
+      expect(withCachedFile('k1', '.txt', build, read)).toMatch(/^payloadtsgrad 0/);
+      writeFileSync(path, read(path).replace('payload', 'paYload'));
+      expect(withCachedFile('k1', '.txt', build, read)).toMatch(/^payloadtsgrad 0/);
+      expect(delta(before)).toEqual({ hits: 1, builds: 3, corrupt: 2 });
+      expect(readdirSync(dir)).toEqual(['k1.txt']); // no temporary files left behind
+    });
+  });
+
+  it('does not cache at CACHELEVEL=0', () => {
+    const dir = freshDir();
+    const before = counts();
+    Context.with({ CACHEDIR: dir, CACHELEVEL: 0 }, () => {
+      expect(withCachedFile('k2', '.txt', build, read)).toBe('payload');
+      expect(withCachedFile('k2', '.txt', build, read)).toBe('payload');
+    });
+    expect(delta(before)).toEqual({ hits: 0, builds: 2, corrupt: 0 });
+    expect(readdirSync(dir)).toEqual([]);
+  });
+});
+
+describe('CPU kernels in the disk cache', () => {
+  // a source no other test compiles, so that the first compile here is a miss
+  const source = `void twice(int* restrict data0, const int* restrict data1) { /* ${Date.now()} */
+  for (int i = 0; i < 16; i++) data0[i] = 2 * data1[i];
+}`;
+  const runs = (cpu: CPUBackend) => {
+    const a = new DeviceBuffer(cpu, 16, dtypes.int32).copyin(
+      Int32Array.from({ length: 16 }, (_, i) => i - 5),
+    );
+    const out = new DeviceBuffer(cpu, 16, dtypes.int32);
+    cpu.compile('twice', source).run([out, a]);
+    return [...out.view()].every((v, i) => v === 2 * (i - 5));
+  };
+
+  it('compiles once: a second compile hits (in memory, then on disk); a damaged entry is rebuilt', () => {
+    const dir = freshDir();
+    Context.with({ CACHEDIR: dir }, () => {
+      const before = counts();
+      const cpu = new CPUBackend('CPU');
+      expect(runs(cpu)).toBe(true);
+      expect(delta(before)).toEqual({ hits: 0, builds: 1, corrupt: 0 });
+      expect(runs(cpu)).toBe(true); // the loaded library: the disk is not read
+      expect(delta(before)).toEqual({ hits: 0, builds: 1, corrupt: 0 });
+      expect(runs(new CPUBackend('CPU'))).toBe(true); // a new device, as a new process would: read from disk
+      expect(delta(before)).toEqual({ hits: 1, builds: 1, corrupt: 0 });
+
+      const [file] = readdirSync(dir);
+      expect(file).toMatch(/^[0-9a-f]{64}\.so$/);
+      const path = join(dir, file!);
+      const good = readFileSync(path);
+      // damaged copies replace the entry by rename: this process has the library mapped, and writing into a
+      // mapped library in place could crash it
+      const damage = (bytes: Uint8Array) => {
+        writeFileSync(`${path}.damaged`, bytes);
+        renameSync(`${path}.damaged`, path);
+      };
+      damage(good.subarray(0, good.length >> 1));
+      expect(runs(new CPUBackend('CPU'))).toBe(true);
+      const flipped = Uint8Array.from(readFileSync(path));
+      flipped[flipped.length >> 1]! ^= 0xff;
+      damage(flipped);
+      expect(runs(new CPUBackend('CPU'))).toBe(true);
+      expect(delta(before)).toEqual({ hits: 1, builds: 3, corrupt: 2 });
+      expect(readFileSync(path)).toEqual(good);
+    });
+  });
+});

@@ -1,0 +1,158 @@
+// Tensors end to end on every backend CI has (JS always, CPU when a C compiler works): results against plain-JS references.
+import { describe, expect, it } from 'vitest';
+import { dtypes } from '../../src/dtype.ts';
+import { scheduleOf } from '../../src/engine/realize.ts';
+import { Tensor } from '../../src/tensor/tensor.ts';
+
+const DEVICES = ['JS', 'CPU'];
+
+/** A deterministic pseudo-random array of n floats in [-2, 2), or ints in [-5, 5]. */
+function values(n: number, seed: number, ints = false): number[] {
+  let s = seed >>> 0;
+  return Array.from({ length: n }, () => {
+    s = (Math.imul(s, 1664525) + 1013904223) >>> 0;
+    return ints ? (s % 11) - 5 : (s / 2 ** 32) * 4 - 2;
+  });
+}
+const f32 = (xs: number[]) => xs.map(Math.fround);
+const close = (got: number[], want: number[], tol = 1e-5) => {
+  expect(got.length).toBe(want.length);
+  got.forEach((g, i) => {
+    if (Number.isNaN(want[i]!)) expect(g).toBeNaN();
+    else expect(Math.abs(g - want[i]!)).toBeLessThanOrEqual(tol * Math.max(1, Math.abs(want[i]!)));
+  });
+};
+const data = (t: Tensor) => Array.from(t.dataSync() as Float32Array, Number);
+
+for (const device of DEVICES)
+  describe(`Tensor on ${device}`, () => {
+    const T = (xs: number[], shape?: number[]) => {
+      const t = new Tensor(new Float32Array(xs), { device });
+      return shape ? t.reshape(shape) : t;
+    };
+    it('builds from nested arrays and reads back', () => {
+      const t = new Tensor(
+        [
+          [1, 2, 3],
+          [4, 5, 6],
+        ],
+        { device },
+      );
+      expect(t.shape).toEqual([2, 3]);
+      expect(t.dtype).toBe(dtypes.int32);
+      expect(t.tolist()).toEqual([
+        [1, 2, 3],
+        [4, 5, 6],
+      ]);
+      expect(new Tensor([true, false], { device }).tolist()).toEqual([true, false]);
+    });
+    it('elementwise ops with broadcasting', () => {
+      const a = values(12, 1);
+      const b = values(4, 2);
+      const out = T(a, [3, 4])
+        .mul(T(b, [4]))
+        .add(1)
+        .relu();
+      close(
+        data(out),
+        f32(a.map((x, i) => Math.max(0, Math.fround(Math.fround(x) * Math.fround(b[i % 4]!)) + 1))),
+      );
+    });
+    it('reduces along axes, keepdim, and all axes', () => {
+      const a = values(24, 3);
+      const t = T(a, [2, 3, 4]);
+      const want1 = [0, 1].flatMap((i) =>
+        [0, 1, 2, 3].map((k) => [0, 1, 2].reduce((s, j) => s + Math.fround(a[i * 12 + j * 4 + k]!), 0)),
+      );
+      close(data(t.sum(1)), want1);
+      expect(t.sum(1, true).shape).toEqual([2, 1, 4]);
+      close(
+        data(t.max(-1)),
+        [0, 1, 2, 3, 4, 5].map((r) => Math.max(...f32(a.slice(r * 4, r * 4 + 4)))),
+      );
+      close(data(t.sum()), [f32(a).reduce((s, x) => s + x, 0)]);
+    });
+    it('movement ops: permute, flip, pad, shrink, expand', () => {
+      const a = f32(values(6, 4));
+      const t = T(a, [2, 3]);
+      close(data(t.permute([1, 0])), [a[0]!, a[3]!, a[1]!, a[4]!, a[2]!, a[5]!]);
+      close(data(t.flip(1)), [a[2]!, a[1]!, a[0]!, a[5]!, a[4]!, a[3]!]);
+      close(
+        data(
+          t.pad([
+            [1, 0],
+            [0, 1],
+          ]),
+        ),
+        [0, 0, 0, 0, a[0]!, a[1]!, a[2]!, 0, a[3]!, a[4]!, a[5]!, 0],
+      );
+      close(
+        data(
+          t.shrink([
+            [1, 2],
+            [1, 3],
+          ]),
+        ),
+        [a[4]!, a[5]!],
+      );
+      close(data(T(a.slice(0, 3), [3, 1]).expand([3, 2])), [a[0]!, a[0]!, a[1]!, a[1]!, a[2]!, a[2]!]);
+    });
+    it('matmul matches a naive product', () => {
+      const [m, k, n] = [5, 7, 3];
+      const a = f32(values(m * k, 5));
+      const b = f32(values(k * n, 6));
+      const want = Array.from({ length: m * n }, (_, idx) => {
+        const [i, j] = [Math.floor(idx / n), idx % n];
+        let s = 0;
+        for (let x = 0; x < k; x++) s += a[i * k + x]! * b[x * n + j]!;
+        return s;
+      });
+      close(data(T(a, [m, k]).matmul(T(b, [k, n]))), want, 1e-5);
+    });
+    it('arange is the prefix sum of ones, and cumsum works along any axis', () => {
+      expect(Tensor.arange(5, undefined, 1, { device }).tolist()).toEqual([0, 1, 2, 3, 4]);
+      expect(Tensor.arange(2, 11, 3, { device }).tolist()).toEqual([2, 5, 8]);
+      const t = new Tensor(
+        [
+          [1, 2, 3],
+          [4, 5, 6],
+        ],
+        { device },
+      );
+      expect(t.cumsum(1).tolist()).toEqual([
+        [1, 3, 6],
+        [4, 9, 15],
+      ]);
+      expect(t.cumsum(0).tolist()).toEqual([
+        [1, 2, 3],
+        [5, 7, 9],
+      ]);
+    });
+    it('softmax-style graphs: a reduce broadcast back gets its own kernel', () => {
+      const a = f32(values(12, 7));
+      const t = T(a, [3, 4]);
+      const e = t.sub(t.max(1, true)).exp();
+      const s = e.div(e.sum(1, true));
+      const want = [0, 1, 2].flatMap((r) => {
+        const row = a.slice(r * 4, r * 4 + 4);
+        const m = Math.max(...row);
+        const ex = row.map((x) => Math.exp(x - m));
+        const sum = ex.reduce((p, q) => p + q, 0);
+        return ex.map((x) => x / sum);
+      });
+      close(data(s), want, 1e-5);
+      expect(scheduleOf([s]).kernels.length).toBeLessThanOrEqual(3);
+    });
+    it('integer floor division and modulo take the divisor sign', () => {
+      const a = new Tensor([-7, -1, 0, 5, 7], { device });
+      expect(a.uop.dtype).toBe(dtypes.int32);
+    });
+  });
+
+describe('fusion', () => {
+  it('(a*b+c).relu().sum(1) is one kernel, and a matmul is one kernel', () => {
+    const a = new Tensor(new Float32Array(12), { device: 'JS' }).reshape([3, 4]);
+    expect(scheduleOf([a.mul(a).add(a).relu().sum(1)]).kernels.length).toBe(1);
+    expect(scheduleOf([a.matmul(a.transpose())]).kernels.length).toBe(1);
+  });
+});
