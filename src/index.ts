@@ -11,7 +11,7 @@ export {
 } from './dtype.ts';
 export { Context, ContextVar, DEBUG, SPEC } from './helpers.ts';
 export { Device } from './runtime/device.ts';
-export { type NestedArray, Tensor, type TensorData, type TensorOptions } from './tensor/tensor.ts';
+export { type NestedArray, Tensor, type TensorData, type TensorOptions } from './tensor/index.ts';
 export {
   type Arg,
   type ArgOf,

@@ -59,7 +59,7 @@ function flatten(
 const isTypedArray = (x: unknown): x is ArrayBufferView => ArrayBuffer.isView(x) && !(x instanceof DataView);
 
 /** The dtype a JS value suggests: bool for booleans, int32 for integers, float32 otherwise. */
-function defaultDType(values: readonly ConstValue[]): DType {
+export function defaultDType(values: readonly ConstValue[]): DType {
   if (values.length && values.every((v) => typeof v === 'boolean')) return dtypes.bool;
   if (values.every((v) => typeof v === 'bigint' || Number.isInteger(v) || typeof v === 'boolean'))
     return dtypes.int32;
@@ -176,19 +176,22 @@ export class Tensor {
 
   // --- elementwise --------------------------------------------------------------------------------------
 
-  private wrap(u: UOp): Tensor {
+  /** @internal A tensor of this one's device over u (for op families in other files). */
+  wrap(u: UOp): Tensor {
     return new Tensor(u, { device: this.device });
   }
 
   /** The dtype a JS scalar takes next to this tensor: the tensor's, unless the scalar needs more (2.5 beside ints). */
-  private scalarDType(y: ConstValue): DType {
+  /** @internal */
+  scalarDType(y: ConstValue): DType {
     if (typeof y === 'boolean') return this.dtype;
     if (typeof y === 'number' && !Number.isInteger(y))
       return this.dtype.isFloat ? this.dtype : dtypes.float32;
     return this.dtype === dtypes.bool ? dtypes.int32 : this.dtype;
   }
 
-  private toTensor(op: string, y: Tensor | ConstValue): Tensor {
+  /** @internal A scalar as a tensor beside this one; a tensor checked to be on this device. */
+  toTensor(op: string, y: Tensor | ConstValue): Tensor {
     if (!(y instanceof Tensor)) return this.wrap(UOp.const(this.scalarDType(y), y));
     if (y.device !== this.device)
       throw new Error(`${op}: operands are on ${this.device} and ${y.device}; move one with .to(device)`);
@@ -196,14 +199,16 @@ export class Tensor {
   }
 
   /** Both operands broadcast to one shape and promoted to one dtype. */
-  private operands(op: string, y: Tensor | ConstValue): [UOp, UOp] {
+  /** @internal */
+  operands(op: string, y: Tensor | ConstValue): [UOp, UOp] {
     const other = this.toTensor(op, y);
     const dtype = promote(this.dtype, other.dtype);
     const shape = broadcastShape(op, this.shape, other.shape);
     return [this.cast(dtype).broadcastTo(shape).uop, other.cast(dtype).broadcastTo(shape).uop];
   }
 
-  private binary(op: string, y: Tensor | ConstValue, f: (a: UOp, b: UOp) => UOp): Tensor {
+  /** @internal An elementwise op of two operands after broadcasting and promotion. */
+  binary(op: string, y: Tensor | ConstValue, f: (a: UOp, b: UOp) => UOp): Tensor {
     const [a, b] = this.operands(op, y);
     return this.wrap(f(a, b));
   }
@@ -266,7 +271,8 @@ export class Tensor {
   neg(): Tensor {
     return this.wrap(this.uop.neg());
   }
-  private float(): Tensor {
+  /** @internal This tensor, cast to float32 unless it is already a float. */
+  float(): Tensor {
     return this.dtype.isFloat ? this : this.cast(dtypes.float32);
   }
   reciprocal(): Tensor {
@@ -313,7 +319,8 @@ export class Tensor {
 
   // --- movement -----------------------------------------------------------------------------------------
 
-  private axis(a: number, ndim = this.ndim): number {
+  /** @internal A possibly negative axis as an index in [0, ndim). */
+  axis(a: number, ndim = this.ndim): number {
     const x = a < 0 ? a + ndim : a;
     if (!(x >= 0 && x < ndim)) throw new Error(`axis ${a} is out of range for a tensor of ${ndim} dims`);
     return x;
@@ -398,7 +405,8 @@ export class Tensor {
 
   // --- reduce -------------------------------------------------------------------------------------------
 
-  private reduce(op: ReduceOp, axis?: number | readonly number[], keepdim = false): Tensor {
+  /** @internal */
+  reduceOp(op: ReduceOp, axis?: number | readonly number[], keepdim = false): Tensor {
     const axes =
       axis === undefined
         ? this.shape.map((_, i) => i)
@@ -408,13 +416,13 @@ export class Tensor {
   }
   sum(axis?: number | readonly number[], keepdim = false): Tensor {
     const x = this.dtype === dtypes.bool ? this.cast(dtypes.int32) : this;
-    return x.reduce(Ops.ADD, axis, keepdim);
+    return x.reduceOp(Ops.ADD, axis, keepdim);
   }
   prod(axis?: number | readonly number[], keepdim = false): Tensor {
-    return this.reduce(Ops.MUL, axis, keepdim);
+    return this.reduceOp(Ops.MUL, axis, keepdim);
   }
   max(axis?: number | readonly number[], keepdim = false): Tensor {
-    return this.reduce(Ops.MAX, axis, keepdim);
+    return this.reduceOp(Ops.MAX, axis, keepdim);
   }
   min(axis?: number | readonly number[], keepdim = false): Tensor {
     return this.neg().max(axis, keepdim).neg();
@@ -469,7 +477,7 @@ function shapesEqual(a: readonly number[], b: readonly number[]): boolean {
   return a.length === b.length && a.every((d, i) => d === b[i]);
 }
 
-function broadcastShape(op: string, a: readonly number[], b: readonly number[]): number[] {
+export function broadcastShape(op: string, a: readonly number[], b: readonly number[]): number[] {
   const n = Math.max(a.length, b.length);
   const out: number[] = [];
   for (let i = 0; i < n; i++) {
