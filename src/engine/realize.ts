@@ -1,12 +1,18 @@
-// Realize: schedules tensors' graphs into kernels, compiles each kernel once, and runs them in order.
+// Realize: callify the tensors' graph, then run its plan: the kernels of the schedule, compiled once, over
+// the input buffers, fresh output buffers and planned intermediate storage. Plans are cached by content key.
 import { lowerKernel } from '../codegen/index.ts';
+import type { DType } from '../dtype.ts';
 import { DEBUG } from '../helpers.ts';
 import { renderC } from '../renderer/c.ts';
 import { renderJS } from '../renderer/js.ts';
 import type { Program } from '../runtime/backend.ts';
+import { DeviceBuffer } from '../runtime/buffer.ts';
 import { Device } from '../runtime/device.ts';
-import { type Kernel, rangeify, type Schedule } from '../schedule/rangeify.ts';
-import { Ops } from '../uop/ops.ts';
+import { callify } from '../schedule/callify.ts';
+import { planMemory } from '../schedule/memory.ts';
+import { newBuffer, rangeify, type Schedule } from '../schedule/rangeify.ts';
+import { type ArgOf, Ops } from '../uop/ops.ts';
+import { printLinear, toCode } from '../uop/print.ts';
 import type { UOp } from '../uop/uop.ts';
 import { deviceBuffer } from './buffers.ts';
 
@@ -24,21 +30,108 @@ const RENDERERS: Record<string, ((name: string, linear: UOp) => string) | undefi
 
 const programs = new Map<string, Program>();
 
-/** The compiled program of a kernel on a device, from the cache keyed by the kernel's content. */
-function programFor(k: Kernel, device: string): Program {
-  const key = `${device}|${k.ast.key}`;
+/** The compiled program of a kernel on a device, cached by the kernel's content. */
+function programFor(ast: UOp, device: string): Program {
+  const key = `${device}|${ast.key}`;
   let p = programs.get(key);
   if (p === undefined) {
-    const { name, linear } = lowerKernel(k.ast);
+    const { name, linear } = lowerKernel(ast);
     const backend = Device.get(device);
     const render = RENDERERS[backend.kind];
     if (render === undefined) throw new Error(`no renderer for device ${device}`);
     const source = render(name, linear);
+    if (DEBUG.value >= 5) console.log(toCode(ast));
+    if (DEBUG.value >= 6) console.log(printLinear(linear));
     if (DEBUG.value >= 4) console.log(source);
     p = backend.compile(name, source);
     programs.set(key, p);
   }
   return p;
+}
+
+/**
+ * A callified graph's schedule, ready to run: buffer table entries 0..inputs-1 are the inputs, the rest
+ * are the buffers the kernels create (outputs and intermediates).
+ */
+interface Plan {
+  steps: { program: Program; refs: number[]; bytes: number }[];
+  inputs: number;
+  created: { shape: number[]; dtype: DType }[];
+  /** The table entry holding each root's value. */
+  outputs: number[];
+  /** Storage slot of each created intermediate (outputs get their own buffers). */
+  slotOf: number[];
+  slots: number;
+}
+
+const plans = new Map<string, Plan>();
+
+function makePlan(body: UOp, inputs: number, device: string): Plan {
+  const schedule = rangeify(body.src, () => device);
+  const table = new Map<UOp, number>();
+  const created: Plan['created'] = [];
+  const entry = (b: UOp): number => {
+    if (b.op === Ops.PARAM) return (b.arg as ArgOf<Ops.PARAM>).slot as number;
+    let i = table.get(b);
+    if (i === undefined) {
+      table.set(b, (i = inputs + created.length));
+      created.push({ shape: b.shape as number[], dtype: b.dtype });
+    }
+    return i;
+  };
+  const steps = schedule.kernels.map((k) => {
+    const refs = k.bufs.map(entry);
+    const bytes = k.bufs.reduce(
+      (n, b) => n + (b.shape as number[]).reduce((a, d) => a * d, b.dtype.itemsize),
+      0,
+    );
+    return { program: programFor(k.ast, device), refs, bytes };
+  });
+  const outputs = body.src.map((r) => entry(schedule.outputs.get(r)!));
+  const uses = created.map((c, j) => {
+    const steps_ = steps.flatMap((s, i) => (s.refs.includes(inputs + j) ? [i] : []));
+    const size = c.shape.reduce((a, d) => a * d, 1);
+    return {
+      size,
+      dtype: c.dtype,
+      first: steps_[0]!,
+      last: steps_.at(-1)!,
+      output: outputs.includes(inputs + j),
+    };
+  });
+  const { slotOf, slots } = planMemory(uses);
+  return { steps, inputs, created, outputs, slotOf, slots };
+}
+
+function runPlan(plan: Plan, inputs: readonly UOp[], device: string): UOp[] {
+  const table: DeviceBuffer[] = inputs.map(deviceBuffer);
+  const outBuffers = new Map<number, UOp>();
+  const storage: (DeviceBuffer | undefined)[] = new Array(plan.slots);
+  plan.created.forEach((c, j) => {
+    const entry = plan.inputs + j;
+    if (plan.outputs.includes(entry)) {
+      const buf = newBuffer(c.shape, c.dtype, device);
+      outBuffers.set(entry, buf);
+      table.push(deviceBuffer(buf));
+    } else {
+      const slot = plan.slotOf[j]!;
+      const size = c.shape.reduce((a, d) => a * d, 1);
+      table.push((storage[slot] ??= new DeviceBuffer(device, size, c.dtype).allocate()));
+    }
+  });
+  for (const step of plan.steps) {
+    const seconds = step.program.run(
+      step.refs.map((i) => table[i]!),
+      [],
+      DEBUG.value >= 2,
+    );
+    if (DEBUG.value >= 2)
+      console.log(
+        `${step.program.name.padEnd(28)} ${(seconds * 1e6).toFixed(1).padStart(10)} us ${(step.bytes / seconds / 1e9).toFixed(2).padStart(8)} GB/s`,
+      );
+  }
+  for (const b of storage) b?.free();
+  return plan.outputs.map((i) => outBuffers.get(i) ?? inputs[i]!);
 }
 
 /** Computes every tensor's value; afterwards each tensor's uop is the BUFFER holding it. */
@@ -52,27 +145,26 @@ export function realize(tensors: readonly Realizable[]): void {
     );
   const device = pending[0]!.device;
   const t0 = performance.now();
-  const schedule = rangeify(
-    pending.map((t) => t.uop),
-    () => device,
-  );
-  for (const k of schedule.kernels) {
-    const program = programFor(k, device);
-    const seconds = program.run(k.bufs.map(deviceBuffer), [], DEBUG.value >= 2);
-    if (DEBUG.value >= 2)
-      console.log(`${program.name.padEnd(24)} ${(seconds * 1e6).toFixed(1).padStart(10)} us`);
-  }
+  const { body, inputs } = callify(pending.map((t) => t.uop));
+  const key = `${device}|${body.key}`;
+  let plan = plans.get(key);
+  const cached = plan !== undefined;
+  if (plan === undefined) plans.set(key, (plan = makePlan(body, inputs.length, device)));
+  const outputs = runPlan(plan, inputs, device);
   if (DEBUG.value >= 1)
     console.log(
-      `realize: ${schedule.kernels.length} kernel(s) on ${device} in ${(performance.now() - t0).toFixed(2)} ms`,
+      `realize: ${plan.steps.length} kernel(s) on ${device} in ${(performance.now() - t0).toFixed(2)} ms${cached ? ' (cached schedule)' : ''}`,
     );
-  for (const t of pending) t.uop = schedule.outputs.get(t.uop)!;
+  pending.forEach((t, i) => {
+    t.uop = outputs[i]!;
+  });
 }
 
 /** The kernels realizing these tensors would run, without running them (for tests and tools). */
 export function scheduleOf(tensors: readonly Realizable[]): Schedule {
-  return rangeify(
-    tensors.filter((t) => t.uop.op !== Ops.BUFFER).map((t) => t.uop),
-    () => tensors[0]!.device,
-  );
+  const pending = tensors.filter((t) => t.uop.op !== Ops.BUFFER);
+  return rangeify(callify(pending.map((t) => t.uop)).body.src, () => tensors[0]!.device);
 }
+
+/** How many schedules are cached (for tests). */
+export const cachedPlans = (): number => plans.size;

@@ -21,6 +21,9 @@ export interface Schedule {
 
 let nextBufferSlot = 0;
 
+/** A tensor-level buffer: a BUFFER, or a function's PARAM standing for one. */
+const isStorage = (u: UOp) => u.op === Ops.BUFFER || u.op === Ops.PARAM;
+
 /** A fresh tensor-level buffer for a value of this shape, dtype and device. */
 export function newBuffer(shape: readonly sint[], dtype: DType, device: string): UOp {
   return UOp.buffer(nextBufferSlot++, dtype, shape, device);
@@ -46,10 +49,11 @@ function fusable(r: UOp, users: Map<UOp, UOp[]>, realized: Set<UOp>): boolean {
   while (stack.length) {
     const u = stack.pop()!;
     for (const p of users.get(u) ?? []) {
-      if (seen.has(p) || realized.has(p)) continue;
+      if (seen.has(p)) continue;
       seen.add(p);
+      // a reduce above repeats this one for each of its steps, even when it gets its own kernel
       if (!ONE_TO_ONE.has(p.op)) return false;
-      stack.push(p);
+      if (!realized.has(p)) stack.push(p);
     }
   }
   return true;
@@ -61,7 +65,7 @@ function findRealized(roots: readonly UOp[]): Set<UOp> {
   const users = new Map<UOp, UOp[]>();
   const order = UOp.sink(...roots).toposort();
   for (const u of order) for (const s of u.src) users.set(s, [...(users.get(s) ?? []), u]);
-  for (const r of roots) if (r.op !== Ops.BUFFER) realized.add(r);
+  for (const r of roots) if (!isStorage(r)) realized.add(r);
   for (const u of order) if (u.op === Ops.CONTIGUOUS) realized.add(u);
   // users first, so a reduce knows whether the reduces above it are realized
   for (let i = order.length - 1; i >= 0; i--) {
@@ -120,7 +124,7 @@ class KernelBuilder {
   param(buf: UOp): UOp {
     let p = this.params.get(buf);
     if (p === undefined) {
-      const a = buf.arg as ArgOf<Ops.BUFFER>;
+      const a = buf.arg as ArgOf<Ops.BUFFER | Ops.PARAM>;
       const size = buf.shape!.reduce<sint>(
         (n, d) => (typeof n === 'number' && typeof d === 'number' ? n * d : UOp.index(n).mul(UOp.index(d))),
         1,
@@ -155,6 +159,7 @@ class KernelBuilder {
     const s = u.src;
     switch (u.op) {
       case Ops.BUFFER:
+      case Ops.PARAM:
         return this.load(u, idx, valid);
       case Ops.CONST:
         return u;
@@ -234,7 +239,7 @@ class KernelBuilder {
 export function rangeify(roots: readonly UOp[], device: (u: UOp) => string): Schedule {
   const realized = findRealized(roots);
   const outputs = new Map<UOp, UOp>();
-  for (const r of roots) if (r.op === Ops.BUFFER) outputs.set(r, r);
+  for (const r of roots) if (isStorage(r)) outputs.set(r, r);
   const bufferOf = new Map<UOp, UOp>();
   const kernels: Kernel[] = [];
   // sources before users: a kernel's inputs are scheduled before it
