@@ -1,6 +1,6 @@
 // The codegen pipeline for one kernel, as a list of named passes: kernel AST in, LINEAR program out.
-
-import { type ArgOf, AxisType, Ops } from '../uop/ops.ts';
+import { dtypes } from '../dtype.ts';
+import { type ArgOf, AxisType, GroupOp, Ops } from '../uop/ops.ts';
 import { graphRewrite } from '../uop/pattern.ts';
 import { verifyStage } from '../uop/spec.ts';
 import { symbolic } from '../uop/symbolic.ts';
@@ -10,16 +10,58 @@ import { linearize } from './linearize.ts';
 
 export interface LoweredKernel {
   name: string;
+  /** The name with each loop size coloured by its axis type (for DEBUG output). */
+  display: string;
   linear: UOp;
+  /** Arithmetic ops the kernel runs (index arithmetic excluded). */
+  flops: number;
 }
 
+// ANSI colours of the axis types, as the spec's table gives them
+const AXIS_COLOURS: Record<AxisType, string> = {
+  GLOBAL: '34',
+  LOCAL: '36',
+  WARP: '96',
+  THREAD: '94',
+  LOOP: '37',
+  REDUCE: '31',
+  GROUP_REDUCE: '91',
+  UPCAST: '33',
+  UNROLL: '35',
+};
+
+function loops(ast: UOp): UOp[] {
+  return ast
+    .toposort()
+    .filter((u) => u.op === Ops.RANGE)
+    .sort((a, b) => (a.arg as ArgOf<Ops.RANGE>).id - (b.arg as ArgOf<Ops.RANGE>).id);
+}
+const sizeText = (r: UOp) => (r.src[0]!.op === Ops.CONST ? String(r.src[0]!.constValue) : 'n');
+const typeOf = (r: UOp) => (r.arg as ArgOf<Ops.RANGE>).type;
+
 /** A kernel's name from its loops: E (elementwise) or r (reduce), then each loop's size. */
-export function kernelName(ast: UOp): string {
-  const ranges = ast.toposort().filter((u) => u.op === Ops.RANGE);
-  ranges.sort((a, b) => (a.arg as ArgOf<Ops.RANGE>).id - (b.arg as ArgOf<Ops.RANGE>).id);
-  const reduces = ranges.some((r) => (r.arg as ArgOf<Ops.RANGE>).type === AxisType.REDUCE);
-  const sizes = ranges.map((r) => (r.src[0]!.op === Ops.CONST ? String(r.src[0]!.constValue) : 'n'));
-  return `${reduces ? 'r' : 'E'}${sizes.length ? `_${sizes.join('_')}` : ''}`;
+export function kernelName(ast: UOp, colour = false): string {
+  const ranges = loops(ast);
+  const kind = ranges.some((r) => typeOf(r) === AxisType.REDUCE) ? 'r' : 'E';
+  const sizes = ranges.map((r) => (colour ? `\x1b[${AXIS_COLOURS[typeOf(r)]}m${sizeText(r)}\x1b[0m` : sizeText(r)));
+  return [kind, ...sizes].join('_');
+}
+
+/** Arithmetic ops executed: each op counted once per iteration of the loops around it. */
+function countFlops(linear: UOp): number {
+  let trips = 1;
+  let flops = 0;
+  const stack: number[] = [];
+  for (const u of linear.src) {
+    if (u.op === Ops.RANGE) {
+      const n = u.src[0]!.op === Ops.CONST ? Number(u.src[0]!.constValue) : 1;
+      stack.push(n);
+      trips *= n;
+    } else if (u.op === Ops.END) for (let i = 1; i < u.src.length; i++) trips /= stack.pop() || 1;
+    else if (u.dtype !== dtypes.index && (GroupOp.Binary.has(u.op) || GroupOp.Unary.has(u.op) || GroupOp.Ternary.has(u.op)))
+      flops += trips;
+  }
+  return flops;
 }
 
 export function lowerKernel(ast: UOp): LoweredKernel {
@@ -28,5 +70,5 @@ export function lowerKernel(ast: UOp): LoweredKernel {
   k = reduceToAccumulators(k);
   const linear = linearize(k);
   verifyStage(linear, 'linear');
-  return { name: kernelName(ast), linear };
+  return { name: kernelName(ast), display: kernelName(ast, true), linear, flops: countFlops(linear) };
 }

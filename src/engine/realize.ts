@@ -28,14 +28,20 @@ const RENDERERS: Record<string, ((name: string, linear: UOp) => string) | undefi
   NULL: renderC,
 };
 
-const programs = new Map<string, Program>();
+const programs = new Map<string, Compiled>();
+
+interface Compiled {
+  program: Program;
+  display: string;
+  flops: number;
+}
 
 /** The compiled program of a kernel on a device, cached by the kernel's content. */
-function programFor(ast: UOp, device: string): Program {
+function programFor(ast: UOp, device: string): Compiled {
   const key = `${device}|${ast.key}`;
   let p = programs.get(key);
   if (p === undefined) {
-    const { name, linear } = lowerKernel(ast);
+    const { name, linear, display, flops } = lowerKernel(ast);
     const backend = Device.get(device);
     const render = RENDERERS[backend.kind];
     if (render === undefined) throw new Error(`no renderer for device ${device}`);
@@ -43,7 +49,8 @@ function programFor(ast: UOp, device: string): Program {
     if (DEBUG.value >= 5) console.log(toCode(ast));
     if (DEBUG.value >= 6) console.log(printLinear(linear));
     if (DEBUG.value >= 4) console.log(source);
-    p = backend.compile(name, source);
+    if (DEBUG.value >= 3) console.log(`${name}: no optimizations applied (the kernel optimizer is not built yet)`);
+    p = { program: backend.compile(name, source), display, flops };
     programs.set(key, p);
   }
   return p;
@@ -54,7 +61,7 @@ function programFor(ast: UOp, device: string): Program {
  * are the buffers the kernels create (outputs and intermediates).
  */
 interface Plan {
-  steps: { program: Program; refs: number[]; bytes: number }[];
+  steps: { kernel: Compiled; refs: number[]; bytes: number }[];
   inputs: number;
   created: { shape: number[]; dtype: DType }[];
   /** The table entry holding each root's value. */
@@ -85,7 +92,7 @@ function makePlan(body: UOp, inputs: number, device: string): Plan {
       (n, b) => n + (b.shape as number[]).reduce((a, d) => a * d, b.dtype.itemsize),
       0,
     );
-    return { program: programFor(k.ast, device), refs, bytes };
+    return { kernel: programFor(k.ast, device), refs, bytes };
   });
   const outputs = body.src.map((r) => entry(schedule.outputs.get(r)!));
   const uses = created.map((c, j) => {
@@ -120,15 +127,17 @@ function runPlan(plan: Plan, inputs: readonly UOp[], device: string): UOp[] {
     }
   });
   for (const step of plan.steps) {
-    const seconds = step.program.run(
+    const { program, display, flops } = step.kernel;
+    const seconds = program.run(
       step.refs.map((i) => table[i]!),
       [],
       DEBUG.value >= 2,
     );
-    if (DEBUG.value >= 2)
-      console.log(
-        `${step.program.name.padEnd(28)} ${(seconds * 1e6).toFixed(1).padStart(10)} us ${(step.bytes / seconds / 1e9).toFixed(2).padStart(8)} GB/s`,
-      );
+    if (DEBUG.value >= 2) {
+      const pad = ' '.repeat(Math.max(0, 24 - program.name.length));
+      const rate = (n: number) => (seconds > 0 ? (n / seconds / 1e9).toFixed(2) : '-').padStart(8);
+      console.log(`${display}${pad} ${(seconds * 1e6).toFixed(1).padStart(9)} us ${rate(flops)} GFLOP/s ${rate(step.bytes)} GB/s`);
+    }
   }
   for (const b of storage) b?.free();
   return plan.outputs.map((i) => outBuffers.get(i) ?? inputs[i]!);
