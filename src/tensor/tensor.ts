@@ -402,6 +402,20 @@ export class Tensor {
   contiguous(): Tensor {
     return this.wrap(UOp.make(Ops.CONTIGUOUS, [this.uop]));
   }
+  /** A copy in a buffer of its own. */
+  clone(): Tensor {
+    return this.contiguous();
+  }
+  /** This tensor on another device (its value is computed first, then copied). */
+  to(device: string): Tensor {
+    const target = Device.canonicalize(device);
+    if (target === this.device) return this;
+    Device.get(target); // an unknown device fails here, before anything runs
+    this.realize();
+    const buf = newBuffer(this.shape, this.dtype, target);
+    setBufferData(buf, bufferData(this.uop));
+    return new Tensor(buf, { device: target });
+  }
 
   // --- reduce -------------------------------------------------------------------------------------------
 

@@ -156,3 +156,17 @@ describe('fusion', () => {
     expect(scheduleOf([a.matmul(a.transpose())]).kernels.length).toBe(1);
   });
 });
+
+describe('devices', () => {
+  it('to() copies between devices, clone() copies into a new buffer, and an unknown device is refused', () => {
+    const a = new Tensor([1.5, -2, 3], { device: 'JS' });
+    const b = a.to('CPU');
+    expect(b.device).toBe('CPU');
+    expect(b.mul(2).tolist()).toEqual([3, -4, 6]);
+    const c = a.clone().realize();
+    expect(c.uop).not.toBe(a.realize().uop);
+    expect(c.tolist()).toEqual([1.5, -2, 3]);
+    expect(() => a.to('TPU')).toThrow(/TPU/);
+    expect(() => new Tensor([1, 2], { device: 'NULL' }).add(1).tolist()).toThrow(/NULL/);
+  });
+});
