@@ -1,0 +1,112 @@
+// Speed of generated kernels (matmul, fused elementwise, reduce, softmax) and of the compiler itself,
+// beside numpy's figures from the same run when python3 has numpy. Usage: npm run bench:ops [-- DEV]
+import { spawnSync } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import { Device, Tensor } from '../src/index.ts';
+
+const device = process.argv[2] ?? Device.default;
+
+/** A tensor of n pseudo-random floats in [-1, 1). */
+function rand(shape: number[]): Tensor {
+  const n = shape.reduce((a, b) => a * b, 1);
+  const data = new Float32Array(n);
+  let s = 12345;
+  for (let i = 0; i < n; i++) {
+    s = (Math.imul(s, 1664525) + 1013904223) >>> 0;
+    data[i] = s / 2 ** 31 - 1;
+  }
+  return new Tensor(data, { device }).reshape(shape);
+}
+
+/** Best seconds over a few runs of fn (the first run compiles and is not counted). */
+function best(fn: () => Tensor, runs = 3): number {
+  fn().realize();
+  let t = Infinity;
+  for (let i = 0; i < runs; i++) {
+    const out = fn();
+    const t0 = performance.now();
+    out.realize();
+    t = Math.min(t, (performance.now() - t0) / 1000);
+  }
+  return t;
+}
+
+interface Row {
+  what: string;
+  value: number;
+  unit: string;
+  peer?: number;
+}
+const rows: Row[] = [];
+const peer = runPeer();
+
+for (const n of [512, 1024, 2048]) {
+  const a = rand([n, n]).realize();
+  const b = rand([n, n]).realize();
+  const t = best(() => a.matmul(b), n >= 2048 ? 1 : 3);
+  rows.push({
+    what: `matmul ${n}^3 f32`,
+    value: (2 * n ** 3) / t / 1e9,
+    unit: 'GFLOP/s',
+    peer: peer?.[`matmul${n}`],
+  });
+}
+{
+  const n = 1 << 24;
+  const x = rand([n]).realize();
+  const y = rand([n]).realize();
+  const t = best(() => x.mul(y).add(1));
+  rows.push({ what: 'fused x*y+1, 2^24 f32', value: (3 * 4 * n) / t / 1e9, unit: 'GB/s', peer: peer?.fused });
+  const s = rand([1 << 26]).realize();
+  const tr = best(() => s.sum());
+  rows.push({ what: 'sum of 2^26 f32', value: (4 * (1 << 26)) / tr / 1e9, unit: 'GB/s', peer: peer?.sum });
+}
+{
+  const x = rand([4096, 1024]).realize();
+  const t = best(() =>
+    x
+      .sub(x.max(1, true))
+      .exp()
+      .div(x.sub(x.max(1, true)).exp().sum(1, true)),
+  );
+  rows.push({
+    what: 'softmax 4096x1024 f32',
+    value: (2 * 4 * 4096 * 1024) / t / 1e9,
+    unit: 'GB/s',
+    peer: peer?.softmax,
+  });
+}
+{
+  // the compiler: scheduling and codegen of an 8-layer MLP's forward pass, on NULL (nothing compiles or runs)
+  const layers = Array.from({ length: 8 }, () => ({
+    w: rand([256, 256]).to('NULL'),
+    b: rand([256]).to('NULL'),
+  }));
+  const forward = (x: Tensor) => layers.reduce((h, { w, b }) => h.matmul(w).add(b).relu(), x);
+  const x = rand([64, 256]).to('NULL');
+  let t0 = performance.now();
+  forward(x).realize();
+  rows.push({ what: '8-layer MLP forward: schedule + codegen', value: performance.now() - t0, unit: 'ms' });
+  t0 = performance.now();
+  forward(x).realize();
+  rows.push({ what: '8-layer MLP forward: cached schedule', value: performance.now() - t0, unit: 'ms' });
+}
+
+console.log(`device: ${device}\n`);
+console.log(
+  `${'what'.padEnd(42)} ${'tsgrad'.padStart(10)} ${'numpy'.padStart(10)} ${'ratio'.padStart(7)}  unit`,
+);
+for (const r of rows) {
+  const p = r.peer === undefined ? '' : r.peer.toFixed(1);
+  const ratio = r.peer === undefined ? '' : `${((r.value / r.peer) * 100).toFixed(0)}%`;
+  console.log(
+    `${r.what.padEnd(42)} ${r.value.toFixed(1).padStart(10)} ${p.padStart(10)} ${ratio.padStart(7)}  ${r.unit}`,
+  );
+}
+if (peer === undefined) console.log('\n(numpy figures need python3 with numpy)');
+
+function runPeer(): Record<string, number> | undefined {
+  const script = fileURLToPath(new URL('./ops_peer.py', import.meta.url));
+  const r = spawnSync('python3', [script], { encoding: 'utf8' });
+  return r.status === 0 ? (JSON.parse(r.stdout) as Record<string, number>) : undefined;
+}

@@ -1,0 +1,26 @@
+# numpy's figures for bench/ops.ts, measured the same way (best of a few runs); prints JSON.
+import json, time
+import numpy as np
+
+def best(fn, runs=3):
+  fn()
+  t = float('inf')
+  for _ in range(runs):
+    t0 = time.perf_counter(); fn(); t = min(t, time.perf_counter() - t0)
+  return t
+
+rng = np.random.default_rng(0)
+out = {}
+for n in (512, 1024, 2048):
+  a = rng.random((n, n), dtype=np.float32); b = rng.random((n, n), dtype=np.float32)
+  out[f'matmul{n}'] = 2 * n**3 / best(lambda: a @ b, 1 if n >= 2048 else 3) / 1e9
+n = 1 << 24
+x = rng.random(n, dtype=np.float32); y = rng.random(n, dtype=np.float32)
+out['fused'] = 3 * 4 * n / best(lambda: x * y + 1) / 1e9
+s = rng.random(1 << 26, dtype=np.float32)
+out['sum'] = 4 * (1 << 26) / best(lambda: s.sum()) / 1e9
+m = rng.random((4096, 1024), dtype=np.float32)
+def softmax():
+  e = np.exp(m - m.max(1, keepdims=True)); return e / e.sum(1, keepdims=True)
+out['softmax'] = 2 * 4 * 4096 * 1024 / best(softmax) / 1e9
+print(json.dumps(out))
