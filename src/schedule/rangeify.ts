@@ -219,7 +219,9 @@ class KernelBuilder {
           return at < 0 ? i : loops[at]!;
         });
         const ranges = loops.filter((r) => r.op === Ops.RANGE);
-        return UOp.make(Ops.REDUCE, [this.lower(s[0]!, inner, valid), ...ranges], { op, axes: [] });
+        const value = this.lower(s[0]!, inner, valid);
+        // reducing axes of size 1 leaves the one element
+        return ranges.length ? UOp.make(Ops.REDUCE, [value, ...ranges], { op, axes: [] }) : value;
       }
     }
     if (GroupOp.Unary.has(u.op) || GroupOp.Binary.has(u.op) || GroupOp.Ternary.has(u.op))
