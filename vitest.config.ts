@@ -1,3 +1,4 @@
 import { defineConfig } from 'vitest/config';
 
-export default defineConfig({ test: { include: ['test/**/*.test.ts'] } });
+// Vite puts DEV=1 (its mode flag) into process.env, which tsgrad would read as a device name
+export default defineConfig({ test: { include: ['test/**/*.test.ts'], env: { DEV: '' } } });

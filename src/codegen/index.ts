@@ -6,6 +6,7 @@ import { verifyStage } from '../uop/spec.ts';
 import { symbolic } from '../uop/symbolic.ts';
 import type { UOp } from '../uop/uop.ts';
 import { reduceToAccumulators } from './accumulate.ts';
+import { collapseReduces } from './collapse.ts';
 import { linearize } from './linearize.ts';
 
 export interface LoweredKernel {
@@ -43,7 +44,9 @@ const typeOf = (r: UOp) => (r.arg as ArgOf<Ops.RANGE>).type;
 export function kernelName(ast: UOp, colour = false): string {
   const ranges = loops(ast);
   const kind = ranges.some((r) => typeOf(r) === AxisType.REDUCE) ? 'r' : 'E';
-  const sizes = ranges.map((r) => (colour ? `\x1b[${AXIS_COLOURS[typeOf(r)]}m${sizeText(r)}\x1b[0m` : sizeText(r)));
+  const sizes = ranges.map((r) =>
+    colour ? `\x1b[${AXIS_COLOURS[typeOf(r)]}m${sizeText(r)}\x1b[0m` : sizeText(r),
+  );
   return [kind, ...sizes].join('_');
 }
 
@@ -58,7 +61,10 @@ function countFlops(linear: UOp): number {
       stack.push(n);
       trips *= n;
     } else if (u.op === Ops.END) for (let i = 1; i < u.src.length; i++) trips /= stack.pop() || 1;
-    else if (u.dtype !== dtypes.index && (GroupOp.Binary.has(u.op) || GroupOp.Unary.has(u.op) || GroupOp.Ternary.has(u.op)))
+    else if (
+      u.dtype !== dtypes.index &&
+      (GroupOp.Binary.has(u.op) || GroupOp.Unary.has(u.op) || GroupOp.Ternary.has(u.op))
+    )
       flops += trips;
   }
   return flops;
@@ -67,8 +73,10 @@ function countFlops(linear: UOp): number {
 export function lowerKernel(ast: UOp): LoweredKernel {
   verifyStage(ast, 'kernel');
   let k = graphRewrite(ast, symbolic, { name: 'simplify indices', ctx: {} });
+  k = collapseReduces(k);
+  const named = k; // named after the loops that remain
   k = reduceToAccumulators(k);
   const linear = linearize(k);
   verifyStage(linear, 'linear');
-  return { name: kernelName(ast), display: kernelName(ast, true), linear, flops: countFlops(linear) };
+  return { name: kernelName(named), display: kernelName(named, true), linear, flops: countFlops(linear) };
 }

@@ -1,8 +1,11 @@
 // Tensors end to end on every backend CI has (JS always, CPU when a C compiler works): results against plain-JS references.
 import { describe, expect, it } from 'vitest';
+import { lowerKernel } from '../../src/codegen/index.ts';
 import { dtypes } from '../../src/dtype.ts';
 import { scheduleOf } from '../../src/engine/realize.ts';
-import { Tensor } from '../../src/tensor/tensor.ts';
+import { Tensor } from '../../src/tensor/index.ts';
+import { Ops } from '../../src/uop/ops.ts';
+import type { UOp } from '../../src/uop/uop.ts';
 
 const DEVICES = ['JS', 'CPU'];
 
@@ -168,5 +171,21 @@ describe('devices', () => {
     expect(c.tolist()).toEqual([1.5, -2, 3]);
     expect(() => a.to('TPU')).toThrow(/TPU/);
     expect(() => new Tensor([1, 2], { device: 'NULL' }).add(1).tolist()).toThrow(/NULL/);
+  });
+});
+
+describe('reduce collapse', () => {
+  it('arange and a one-hot count collapse to loop-free kernels', () => {
+    const t = Tensor.arange(20000, undefined, 1, { device: 'JS' });
+    expect(t.sum().item()).toBe((19999 * 20000) / 2);
+    const k = scheduleOf([Tensor.arange(64, undefined, 1, { device: 'JS' })]).kernels[0]!;
+    const loops = (u: UOp) => u.toposort().filter((x) => x.op === Ops.RANGE).length;
+    expect(loops(k.ast)).toBe(2); // the prefix sum: output and window
+    expect(loops(lowerKernel(k.ast).linear)).toBe(1); // collapsed: the output loop only
+    const counts = new Tensor([3, 0, 3, 1], { device: 'CPU' });
+    const onehot = Tensor.arange(4, undefined, 1, { device: 'CPU' })
+      .reshape([4, 1])
+      .eq(counts.reshape([1, 4]));
+    expect(onehot.sum(1).tolist()).toEqual([1, 1, 0, 2]);
   });
 });

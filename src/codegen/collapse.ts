@@ -1,0 +1,97 @@
+// Reduce collapse: a sum over a range of a value that does not change with it, gated by bounds on the range,
+// is the value times the number of indices within the bounds. This makes the spec's arange (a prefix sum of
+// ones) and one-hot masks cost O(1) per element instead of a loop.
+import { dtypes } from '../dtype.ts';
+import { type ArgOf, Ops } from '../uop/ops.ts';
+import { graphRewrite, PatternMatcher, UPat } from '../uop/pattern.ts';
+import { symbolic } from '../uop/symbolic.ts';
+import { UOp } from '../uop/uop.ts';
+import { rangesOf } from './scope.ts';
+
+const uses = (u: UOp, r: UOp) => rangesOf(u).has(r);
+const index = (v: number) => UOp.const(dtypes.index, v);
+
+/** e as coef*r + rest, when e is a sum in which r appears only as r or r*const. */
+function linearIn(e: UOp, r: UOp): { coef: number; rest: UOp } | undefined {
+  let coef = 0;
+  let rest = index(0);
+  const stack = [e];
+  while (stack.length) {
+    const t = stack.pop()!;
+    if (!uses(t, r)) rest = rest.add(t);
+    else if (t === r) coef += 1;
+    else if (t.op === Ops.ADD) stack.push(t.src[0]!, t.src[1]!);
+    else if (t.op === Ops.MUL && t.src[0] === r && t.src[1]!.op === Ops.CONST)
+      coef += Number(t.src[1]!.constValue);
+    else return undefined;
+  }
+  return { coef, rest };
+}
+
+interface Bounds {
+  /** lo <= r < hi */
+  lo: UOp;
+  hi: UOp;
+  /** the gate's parts that do not involve r */
+  other: UOp[];
+}
+
+/** The range bounds a gate puts on r, or undefined when it is not a conjunction of linear comparisons. */
+function boundsOf(gate: UOp, r: UOp, out: Bounds): boolean {
+  if (!uses(gate, r)) {
+    out.other.push(gate);
+    return true;
+  }
+  if (gate.op === Ops.AND) return boundsOf(gate.src[0]!, r, out) && boundsOf(gate.src[1]!, r, out);
+  // r + rest < c  (or c < r + rest), possibly negated as CMPNE(cmp, true)
+  const negated = gate.op === Ops.CMPNE && gate.src[1]!.op === Ops.CONST && gate.src[1]!.constValue === true;
+  const cmp = negated ? gate.src[0]! : gate;
+  if (cmp.op !== Ops.CMPLT || cmp.src[0]!.dtype !== dtypes.index) return false;
+  const [a, b] = cmp.src as [UOp, UOp];
+  const left = uses(a, r);
+  if (left === uses(b, r)) return false;
+  const lin = linearIn(left ? a : b, r);
+  if (lin === undefined || Math.abs(lin.coef) !== 1) return false;
+  const c = left ? b : a;
+  // left, coef 1: r < c - rest;  right, coef -1: r < rest - c;  left, coef -1: r >= rest - c + 1;
+  // right, coef 1: r >= c - rest + 1.  Negation turns r < k into r >= k and back.
+  let upper = left === (lin.coef === 1);
+  const k = upper
+    ? left
+      ? c.sub(lin.rest)
+      : lin.rest.sub(c)
+    : left
+      ? lin.rest.sub(c).add(1)
+      : c.sub(lin.rest).add(1);
+  if (negated) upper = !upper;
+  if (upper) out.hi = out.hi.minimum(k);
+  else out.lo = out.lo.maximum(k);
+  return true;
+}
+
+function collapse(red: UOp): UOp | undefined {
+  const { op } = red.arg as ArgOf<Ops.REDUCE>;
+  if (op !== Ops.ADD || red.src.length !== 2) return undefined;
+  const [value, r] = red.src as [UOp, UOp];
+  const n = r.src[0]!;
+  let gate: UOp | undefined;
+  let v = value;
+  if (value.op === Ops.WHERE && value.src[2]!.op === Ops.CONST && Number(value.src[2]!.constValue) === 0) {
+    gate = value.src[0]!;
+    v = value.src[1]!;
+  }
+  if (uses(v, r)) return undefined;
+  const b: Bounds = { lo: index(0), hi: n, other: [] };
+  if (gate !== undefined && !boundsOf(gate, r, b)) return undefined;
+  const count = b.hi.sub(b.lo).maximum(0);
+  const total = v.mul(count.cast(v.dtype));
+  return b.other.reduce((acc, g) => g.where(acc, acc.constLike(0)), total);
+}
+
+const rules = new PatternMatcher([[new UPat({ op: Ops.REDUCE, name: 'r' }), ({ r }) => collapse(r!)]]);
+
+/** Removes the loops of reduces that count indices, then simplifies what is left. */
+export function collapseReduces(ast: UOp): UOp {
+  const out = graphRewrite(ast, rules, { name: 'collapse counting reduces' });
+  return out === ast ? ast : graphRewrite(out, symbolic, { name: 'simplify after collapse', ctx: {} });
+}
