@@ -49,7 +49,8 @@ function programFor(ast: UOp, device: string): Compiled {
     if (DEBUG.value >= 5) console.log(toCode(ast));
     if (DEBUG.value >= 6) console.log(printLinear(linear));
     if (DEBUG.value >= 4) console.log(source);
-    if (DEBUG.value >= 3) console.log(`${name}: no optimizations applied (the kernel optimizer is not built yet)`);
+    if (DEBUG.value >= 3)
+      console.log(`${name}: no optimizations applied (the kernel optimizer is not built yet)`);
     p = { program: backend.compile(name, source), display, flops };
     programs.set(key, p);
   }
@@ -136,7 +137,9 @@ function runPlan(plan: Plan, inputs: readonly UOp[], device: string): UOp[] {
     if (DEBUG.value >= 2) {
       const pad = ' '.repeat(Math.max(0, 24 - program.name.length));
       const rate = (n: number) => (seconds > 0 ? (n / seconds / 1e9).toFixed(2) : '-').padStart(8);
-      console.log(`${display}${pad} ${(seconds * 1e6).toFixed(1).padStart(9)} us ${rate(flops)} GFLOP/s ${rate(step.bytes)} GB/s`);
+      console.log(
+        `${display}${pad} ${(seconds * 1e6).toFixed(1).padStart(9)} us ${rate(flops)} GFLOP/s ${rate(step.bytes)} GB/s`,
+      );
     }
   }
   for (const b of storage) b?.free();

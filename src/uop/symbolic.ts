@@ -285,6 +285,11 @@ export const symbolic = new PatternMatcher<SimplifyCtx | undefined>([
   [x.idiv(1), ({ x }) => x],
   [x.idiv(-1), ({ x }) => x!.mul(-1)],
   [new UPat({ op: [Ops.AND, Ops.OR, Ops.MAX], src: [anyX, anyX] }), ({ x }) => x],
+  // x < x and x != x are false for integers (not for floats: NaN != NaN)
+  [
+    new UPat({ op: [Ops.CMPLT, Ops.CMPNE], src: [new UPat({ name: 'x', where: isIntLike }), anyX] }),
+    () => UOp.const(dtypes.bool, false),
+  ],
   [new UPat({ op: Ops.WHERE, src: [UPat.var(), anyX, anyX] }), ({ x }) => x],
   [
     new UPat({ op: Ops.WHERE, src: [UPat.cvar('c'), UPat.var('a'), UPat.var('b')] }),

@@ -46,8 +46,9 @@ describe('schedule cache', () => {
     const before = cachedPlans();
     const rb = f(b).realize();
     expect(cachedPlans()).toBe(before);
-    const near = (got: unknown, want: number[]) =>
-      (got as number[]).forEach((g, i) => expect(g).toBeCloseTo(want[i]!, 5));
+    const near = (got: unknown, want: number[]) => {
+      for (const [i, g] of (got as number[]).entries()) expect(g).toBeCloseTo(want[i]!, 5);
+    };
     near(ra.tolist(), [1 + Math.exp(-1), 1 + Math.exp(-2)]);
     near(rb.tolist(), [2, 1 + Math.exp(-2)]);
   });

@@ -93,9 +93,8 @@ describe('differential: JS and CPU agree', () => {
           const js = run('JS');
           const cpu = run('CPU');
           expect(cpu.length).toBe(js.length);
-          cpu.forEach((v, i) =>
-            expect(Math.abs(v - js[i]!)).toBeLessThanOrEqual(1e-5 * Math.max(1, Math.abs(js[i]!))),
-          );
+          for (const [i, v] of cpu.entries())
+            expect(Math.abs(v - js[i]!)).toBeLessThanOrEqual(1e-5 * Math.max(1, Math.abs(js[i]!)));
         },
       ),
       { numRuns: 25, seed: 42 },

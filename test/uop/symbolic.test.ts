@@ -60,6 +60,9 @@ describe('named rewrites', () => {
     expect(x.lt(11).simplify()).toBe(UOp.const(dtypes.bool, true));
     expect(x.lt(0).simplify()).toBe(UOp.const(dtypes.bool, false));
     expect(x.ne(-1).simplify()).toBe(UOp.const(dtypes.bool, true));
+    expect(x.add(y).ne(x.add(y)).simplify()).toBe(UOp.const(dtypes.bool, false));
+    const f = UOp.param(0, dtypes.float32, []);
+    expect(f.ne(f).simplify()).toBe(f.ne(f)); // NaN != NaN
     expect(x.add(1).lt(5).simplify()).toBe(x.lt(4));
     expect(x.mul(4).lt(10).simplify()).toBe(x.lt(3));
   });
