@@ -208,6 +208,8 @@ class KernelBuilder {
           return i.sub(o);
         });
         const value = this.lower(s[0]!, shifted, valid.and(inside));
+        // a gated load already reads 0 outside
+        if (value.op === Ops.LOAD && value.src.length === 3) return value;
         return inside.where(value, value.constLike(0));
       }
       case Ops.REDUCE: {
