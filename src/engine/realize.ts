@@ -97,13 +97,14 @@ function makePlan(body: UOp, inputs: number, device: string): Plan {
   });
   const outputs = body.src.map((r) => entry(schedule.outputs.get(r)!));
   const uses = created.map((c, j) => {
-    const steps_ = steps.flatMap((s, i) => (s.refs.includes(inputs + j) ? [i] : []));
+    const touching = steps.flatMap((s, i) => (s.refs.includes(inputs + j) ? [i] : []));
     const size = c.shape.reduce((a, d) => a * d, 1);
+    // an empty buffer may have no kernel touching it
     return {
       size,
       dtype: c.dtype,
-      first: steps_[0]!,
-      last: steps_.at(-1)!,
+      first: touching[0] ?? 0,
+      last: touching.at(-1) ?? 0,
       output: outputs.includes(inputs + j),
     };
   });

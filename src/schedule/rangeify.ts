@@ -250,6 +250,10 @@ export function rangeify(roots: readonly UOp[], device: (u: UOp) => string): Sch
   for (const u of UOp.sink(...roots).toposort()) {
     if (!realized.has(u)) continue;
     const out = newBuffer(u.shape!, u.dtype, device(u));
+    bufferOf.set(u, out);
+    if (roots.includes(u)) outputs.set(u, out);
+    // an empty result needs no kernel (and its loops would not hold the store once indices fold)
+    if (u.shape!.includes(0)) continue;
     const kb = new KernelBuilder((x) => (x === u ? undefined : bufferOf.get(x)), out);
     const ranges = u.shape!.map((d) => kb.range(d, AxisType.LOOP));
     const value = kb.lower(u, ranges, TRUE());
@@ -260,8 +264,6 @@ export function rangeify(roots: readonly UOp[], device: (u: UOp) => string): Sch
     const loops = ranges.filter((r) => r.op === Ops.RANGE);
     const body = loops.length ? UOp.make(Ops.END, [store, ...loops]) : store;
     kernels.push({ ast: UOp.sink(body), bufs: kb.bufs });
-    bufferOf.set(u, out);
-    if (roots.includes(u)) outputs.set(u, out);
   }
   return { kernels, outputs };
 }
