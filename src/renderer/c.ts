@@ -4,6 +4,7 @@ import { Ops, opName } from '../uop/ops.ts';
 import type { UOp } from '../uop/uop.ts';
 import { type Language, maxIndex, nonNegativeDivision, render } from './render.ts';
 
+/** The C type of a value. bfloat16 values live in floats (rounded after every op): gcc 12 has no __bf16 arithmetic. */
 const C_TYPES = new Map<DType, string>([
   [dtypes.bool, '_Bool'],
   [dtypes.int8, 'signed char'],
@@ -15,20 +16,42 @@ const C_TYPES = new Map<DType, string>([
   [dtypes.uint32, 'unsigned int'],
   [dtypes.uint64, 'unsigned long long'],
   [dtypes.float16, '_Float16'],
+  [dtypes.bfloat16, 'float'],
   [dtypes.float32, 'float'],
   [dtypes.float64, 'double'],
 ]);
 
-/** float functions take an f suffix, double ones none; _Float16 computes through float. */
+/** float functions take an f suffix, double ones none; _Float16 and bfloat16 compute through float. */
 const mathSuffix = (d: DType) => (d === dtypes.float64 ? '' : 'f');
 
 function floatLiteral(v: number, d: DType): string {
   if (Number.isNaN(v)) return 'NAN';
   if (v === Infinity) return 'INFINITY';
-  if (v === -Infinity) return '-INFINITY';
-  const text = Object.is(v, -0) ? '-0.0' : Number.isInteger(v) ? `${v}.0` : String(v);
-  return d === dtypes.float64 ? text : `${text}f`;
+  if (v === -Infinity) return '(-INFINITY)';
+  let text = Object.is(v, -0) ? '-0.0' : String(v);
+  if (!/[.e]/.test(text)) text += '.0';
+  if (d !== dtypes.float64) text += 'f';
+  return v < 0 || Object.is(v, -0) ? `(${text})` : text;
 }
+
+function intLiteral(v: number | bigint | boolean, d: DType, indexType: string): string {
+  if (d === dtypes.bool) return v ? '1' : '0';
+  const n = BigInt(v);
+  // -2^63 has no literal: its magnitude does not fit a long long
+  if (n === -(2n ** 63n)) return '(-9223372036854775807ll-1)';
+  const suffix =
+    d === dtypes.uint64
+      ? 'ull'
+      : d === dtypes.int64 || (d === dtypes.index && indexType !== 'int')
+        ? 'll'
+        : d === dtypes.uint32
+          ? 'u'
+          : '';
+  return n < 0n ? `(${n}${suffix})` : `${n}${suffix}`;
+}
+
+/** The unsigned type of the same width (shifts of negative values are defined there). */
+const UNSIGNED: Record<string, string> = { int: 'unsigned int', 'long long': 'unsigned long long' };
 
 function cLanguage(indexType: string): Language {
   const type = (d: DType): string => {
@@ -40,18 +63,35 @@ function cLanguage(indexType: string): Language {
       );
     return t;
   };
+  /** The element type of a buffer: bfloat16 is stored as its bits. */
+  const storage = (d: DType) => (d === dtypes.bfloat16 ? 'unsigned short' : type(d));
   const fn = (name: string, d: DType) => `${name}${mathSuffix(d)}`;
-  // the floor helpers come in int and long long; narrower integers promote to int
-  const wide = (d: DType) => (type(d).includes('long long') ? 'll' : 'int');
-  const alu = (u: UOp, a: readonly string[]): string => {
+  /** The helper family for floor division: narrower integers promote to int. */
+  const helper = (d: DType) => {
+    if (d === dtypes.uint64) return 'ull';
+    if (d === dtypes.uint32) return 'uint';
+    return type(d) === 'long long' ? 'll' : 'int';
+  };
+  /** The C type an integer computes in after the usual promotions. */
+  const promoted = (d: DType) => (type(d).includes('long long') ? 'long long' : 'int');
+  const bitcast = (x: string, from: DType, to: DType): string => {
+    // bfloat16 values are floats: reinterpret their bits, not the float
+    const src = from === dtypes.bfloat16 ? `tg_float_to_bf16(${x})` : x;
+    const fromType = from === dtypes.bfloat16 ? 'unsigned short' : type(from);
+    const toType = to === dtypes.bfloat16 ? 'unsigned short' : type(to);
+    const bits = `__extension__({ ${fromType} s_ = ${src}; ${toType} t_; __builtin_memcpy(&t_, &s_, sizeof t_); t_; })`;
+    return to === dtypes.bfloat16 ? `tg_bf16_to_float(${bits})` : bits;
+  };
+  const expr = (u: UOp, a: readonly string[]): string => {
     const d = u.src[0]!.dtype;
     switch (u.op) {
+      // on bools, + and * are or and and (gcc warns about * in a boolean context)
       case Ops.ADD:
-        return `(${a[0]}+${a[1]})`;
+        return d === dtypes.bool ? `(${a[0]}||${a[1]})` : `(${a[0]}+${a[1]})`;
       case Ops.SUB:
         return `(${a[0]}-${a[1]})`;
       case Ops.MUL:
-        return `(${a[0]}*${a[1]})`;
+        return d === dtypes.bool ? `(${a[0]}&&${a[1]})` : `(${a[0]}*${a[1]})`;
       case Ops.DIV:
         return `(${a[0]}/${a[1]})`;
       case Ops.NEG:
@@ -62,11 +102,9 @@ function cLanguage(indexType: string): Language {
           ? `((${a[0]}>${a[1]}||${a[0]}!=${a[0]})?${a[0]}:${a[1]})`
           : `((${a[0]}>${a[1]})?${a[0]}:${a[1]})`;
       case Ops.IDIV:
-        if (d.isFloat) return `${fn('floor', d)}(${a[0]}/${a[1]})`;
-        return nonNegativeDivision(u) ? `(${a[0]}/${a[1]})` : `tg_floordiv_${wide(d)}(${a[0]}, ${a[1]})`;
+        return nonNegativeDivision(u) ? `(${a[0]}/${a[1]})` : `tg_floordiv_${helper(d)}(${a[0]}, ${a[1]})`;
       case Ops.MOD:
-        if (d.isFloat) return `(${a[0]}-${a[1]}*${fn('floor', d)}(${a[0]}/${a[1]}))`;
-        return nonNegativeDivision(u) ? `(${a[0]}%${a[1]})` : `tg_floormod_${wide(d)}(${a[0]}, ${a[1]})`;
+        return nonNegativeDivision(u) ? `(${a[0]}%${a[1]})` : `tg_floormod_${helper(d)}(${a[0]}, ${a[1]})`;
       case Ops.CMPLT:
         return `(${a[0]}<${a[1]})`;
       case Ops.CMPNE:
@@ -79,8 +117,12 @@ function cLanguage(indexType: string): Language {
         return `(${a[0]}|${a[1]})`;
       case Ops.XOR:
         return `(${a[0]}^${a[1]})`;
-      case Ops.SHL:
-        return `(${a[0]}<<${a[1]})`;
+      case Ops.SHL: {
+        // a negative signed value shifts as its unsigned bits (C leaves it undefined)
+        if (d.isUnsigned || d === dtypes.bool) return `(${a[0]}<<${a[1]})`;
+        const t = promoted(d);
+        return `((${t})((${UNSIGNED[t]})${a[0]}<<${a[1]}))`;
+      }
       case Ops.SHR:
         return `(${a[0]}>>${a[1]})`;
       case Ops.WHERE:
@@ -104,27 +146,28 @@ function cLanguage(indexType: string): Language {
       case Ops.CAST:
         return `((${type(u.dtype)})${a[0]})`;
       case Ops.BITCAST:
-        return `__extension__({ ${type(u.dtype)} t_; __builtin_memcpy(&t_, &${a[0]}, sizeof t_); t_; })`;
+        return bitcast(a[0]!, d, u.dtype);
     }
     throw new Error(`CPU: no C for ${opName(u.op)}`);
   };
   return {
     name: 'C',
     kernel: (name, params, body) => {
-      const args = params.map((p) => `${p.written ? '' : 'const '}${type(p.dtype)}* restrict data${p.slot}`);
+      const args = params.map(
+        (p) => `${p.written ? '' : 'const '}${storage(p.dtype)}* restrict data${p.slot}`,
+      );
       return `${PRELUDE}\nvoid ${name}(${args.join(', ')}) {\n${body.join('\n')}\n}\n`;
     },
-    constant: (v, d) => {
-      if (d.isFloat) return floatLiteral(Number(v), d);
-      if (d === dtypes.bool) return v ? '1' : '0';
-      if (d === dtypes.uint64) return `${v}ull`;
-      if (d === dtypes.int64 || (d === dtypes.index && indexType !== 'int')) return `${v}ll`;
-      if (d === dtypes.uint32) return `${v}u`;
-      return String(v);
+    constant: (v, d) => (d.isFloat ? floatLiteral(Number(v), d) : intLiteral(v, d, indexType)),
+    alu: (u, a) => {
+      const e = expr(u, a);
+      // a bfloat16 result is rounded to bfloat16 (bitcasts and comparisons give exact values)
+      return u.dtype === dtypes.bfloat16 && u.op !== Ops.BITCAST ? `tg_bf16_round(${e})` : e;
     },
-    alu,
-    read: (slot, index) => `data${slot}[${index}]`,
-    write: (slot, index, value) => `data${slot}[${index}] = ${value};`,
+    read: (slot, index, d) =>
+      d === dtypes.bfloat16 ? `tg_bf16_to_float(data${slot}[${index}])` : `data${slot}[${index}]`,
+    write: (slot, index, value, d) =>
+      `data${slot}[${index}] = ${d === dtypes.bfloat16 ? `tg_float_to_bf16(${value})` : value};`,
     declare: (name, d, expr) => `${type(d)} ${name} = ${expr};`,
     variable: (name, d) => `${type(d)} ${name};`,
     assign: (name, expr) => `${name} = ${expr};`,
@@ -134,20 +177,39 @@ function cLanguage(indexType: string): Language {
   };
 }
 
-// floor division and remainder for operands that may be negative (C's / and % truncate)
-const PRELUDE = `#include <math.h>
-${[
-  ['int', 'int'],
-  ['ll', 'long long'],
-]
-  .map(
-    ([
-      n,
-      t,
-    ]) => `static inline ${t} tg_floordiv_${n}(${t} a, ${t} b) { ${t} q = a / b; return q - ((a % b != 0) && ((a < 0) != (b < 0))); }
-static inline ${t} tg_floormod_${n}(${t} a, ${t} b) { ${t} r = a % b; return r + ((r != 0) && ((r < 0) != (b < 0))) * b; }`,
-  )
-  .join('\n')}`;
+// Floor division and its remainder, defined everywhere as numpy defines them: C's / and % truncate, and
+// trap on a zero divisor and on INT_MIN / -1 (x / 0 is 0 here, INT_MIN / -1 wraps to INT_MIN).
+const signedHelpers = ([n, t, u]: readonly [string, string, string]) => `
+static inline ${t} tg_floordiv_${n}(${t} a, ${t} b) {
+  if (b == 0) return 0;
+  if (b == -1) return (${t})(0 - (${u})a);
+  ${t} q = a / b; return q - ((a % b != 0) && ((a < 0) != (b < 0)));
+}
+static inline ${t} tg_floormod_${n}(${t} a, ${t} b) {
+  if (b == 0 || b == -1) return 0;
+  ${t} r = a % b; return r + ((r != 0) && ((r < 0) != (b < 0))) * b;
+}`;
+const unsignedHelpers = ([n, t]: readonly [string, string]) => `
+static inline ${t} tg_floordiv_${n}(${t} a, ${t} b) { return b == 0 ? 0 : a / b; }
+static inline ${t} tg_floormod_${n}(${t} a, ${t} b) { return b == 0 ? 0 : a % b; }`;
+
+// bfloat16 is the top half of a float32; rounding to it is to nearest, ties to even, with NaN kept NaN
+const BF16_HELPERS = `
+static inline float tg_bf16_to_float(unsigned short b) {
+  unsigned int u = (unsigned int)b << 16; float f; __builtin_memcpy(&f, &u, sizeof f); return f;
+}
+static inline unsigned short tg_float_to_bf16(float f) {
+  unsigned int u; __builtin_memcpy(&u, &f, sizeof u);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return (unsigned short)((u >> 16) | 0x40u);
+  return (unsigned short)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+static inline float tg_bf16_round(float f) { return tg_bf16_to_float(tg_float_to_bf16(f)); }`;
+
+const PRELUDE = `#include <math.h>${signedHelpers(['int', 'int', 'unsigned int'])}${signedHelpers([
+  'll',
+  'long long',
+  'unsigned long long',
+])}${unsignedHelpers(['uint', 'unsigned int'])}${unsignedHelpers(['ull', 'unsigned long long'])}${BF16_HELPERS}`;
 
 /** A kernel's C source. */
 export function renderC(name: string, linear: UOp): string {

@@ -128,7 +128,13 @@ export function render(lang: Language, name: string, linear: UOp): string {
         }
         continue;
     }
-    if (GroupOp.Unary.has(u.op) || GroupOp.Binary.has(u.op) || GroupOp.Ternary.has(u.op)) {
+    // BITCAST is a movement op in the spec, but in a kernel it reinterprets one scalar: an elementwise op
+    if (
+      GroupOp.Unary.has(u.op) ||
+      GroupOp.Binary.has(u.op) ||
+      GroupOp.Ternary.has(u.op) ||
+      u.op === Ops.BITCAST
+    ) {
       const n = fresh('alu');
       names.set(u, n);
       emit(lang.declare(n, u.dtype, lang.alu(u, u.src.map(ref))));

@@ -15,6 +15,8 @@ export const CFLAGS: readonly string[] = [
   '-fPIC',
   '-Wall',
   '-Werror=implicit-function-declaration',
+  // integers wrap, as the IR says and the JS backend does (without it gcc optimizes through overflow)
+  '-fwrapv',
 ];
 export const LDFLAGS: readonly string[] = ['-lm'];
 

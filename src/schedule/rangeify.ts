@@ -226,7 +226,12 @@ class KernelBuilder {
         return ranges.length ? UOp.make(Ops.REDUCE, [value, ...ranges], { op, axes: [] }) : value;
       }
     }
-    if (GroupOp.Unary.has(u.op) || GroupOp.Binary.has(u.op) || GroupOp.Ternary.has(u.op))
+    if (
+      GroupOp.Unary.has(u.op) ||
+      GroupOp.Binary.has(u.op) ||
+      GroupOp.Ternary.has(u.op) ||
+      u.op === Ops.BITCAST
+    )
       return u.withSrc(s.map((x) => this.lower(x, idx, valid)));
     if (GroupOp.Marker.has(u.op)) return this.lower(s[0]!, idx, valid);
     throw new Error(`rangeify: cannot put ${opName(u.op)} in a kernel yet`);

@@ -1,2 +1,15 @@
 // The Tensor class with every op family attached (each family file adds its methods to Tensor.prototype).
 export { type NestedArray, Tensor, type TensorData, type TensorOptions } from './tensor.ts';
+
+import './creation.ts';
+import './elementwise.ts';
+
+export type { Index, Slice } from './movement.ts';
+
+import './movement.ts';
+import './random.ts';
+import './reduce.ts';
+import './nn.ts';
+
+export type { AttentionOptions, ConvOptions, CrossEntropyOptions, Padding, PoolOptions, Size } from './nn.ts';
+export type { Axes } from './reduce.ts';

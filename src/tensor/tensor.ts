@@ -8,6 +8,7 @@ import {
   promote,
   type StorageArray,
   toStorage,
+  truncate,
 } from '../dtype.ts';
 import { bufferData, setBufferData } from '../engine/buffers.ts';
 import { realize } from '../engine/realize.ts';
@@ -240,11 +241,12 @@ export class Tensor {
   gt(y: Tensor | ConstValue): Tensor {
     return this.binary('gt', y, (a, b) => a.gt(b));
   }
+  // the spec's NOT(b < a) is true for NaN; floats need (a < b) | (a == b) to make NaN compare false
   le(y: Tensor | ConstValue): Tensor {
-    return this.binary('le', y, (a, b) => a.le(b));
+    return this.binary('le', y, (a, b) => (a.dtype.isFloat ? a.lt(b).or(a.eq(b)) : a.le(b)));
   }
   ge(y: Tensor | ConstValue): Tensor {
-    return this.binary('ge', y, (a, b) => a.ge(b));
+    return this.binary('ge', y, (a, b) => (a.dtype.isFloat ? b.lt(a).or(a.eq(b)) : a.ge(b)));
   }
   eq(y: Tensor | ConstValue): Tensor {
     return this.binary('eq', y, (a, b) => a.eq(b));
@@ -439,7 +441,10 @@ export class Tensor {
     return this.reduceOp(Ops.MAX, axis, keepdim);
   }
   min(axis?: number | readonly number[], keepdim = false): Tensor {
-    return this.neg().max(axis, keepdim).neg();
+    if (this.dtype.isFloat) return this.neg().max(axis, keepdim).neg();
+    // ~x reverses the order of every integer (and bool) without overflowing, as -x does at the edges
+    const flip = (t: Tensor) => t.wrap(t.uop.xor(truncate(t.dtype, -1)));
+    return flip(flip(this).max(axis, keepdim));
   }
   mean(axis?: number | readonly number[], keepdim = false): Tensor {
     const s = this.float().sum(axis, keepdim);

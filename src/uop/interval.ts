@@ -74,6 +74,9 @@ export function intervalOf(u: UOp): Interval {
   if (u.op === Ops.PAD) return [Math.min(r(s[0]!)[0], 0), Math.max(r(s[0]!)[1], 0)];
   if (GroupOp.Movement.has(u.op)) return r(s[0]!);
   if (s.length === 0) return dtypeRange(d);
+  // a float interval cannot say whether NaN is possible, and NaN makes every comparison false
+  if (GroupOp.Comparison.has(u.op) && s[0]!.dtype.isFloat && !s.every((x) => x.op === Ops.CONST))
+    return BOOL_ANY;
   const [a0, a1] = r(s[0]!);
   const [b0, b1] = s.length > 1 ? r(s[1]!) : [0, 0];
   switch (u.op) {

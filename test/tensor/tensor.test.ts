@@ -189,3 +189,13 @@ describe('reduce collapse', () => {
     expect(onehot.sum(1).tolist()).toEqual([1, 1, 0, 2]);
   });
 });
+
+describe('edge cases', () => {
+  for (const device of DEVICES)
+    it(`NaN survives comparisons and integer min works at the dtype's edges on ${device}`, () => {
+      expect(new Tensor([Number.NaN, 1], { device }).relu().ge(0).tolist()).toEqual([false, true]);
+      expect(new Tensor([0, 5], { device, dtype: dtypes.uint8 }).min().item()).toBe(0);
+      expect(new Tensor([-(2 ** 31), 0], { device, dtype: dtypes.int32 }).min().item()).toBe(-(2 ** 31));
+      expect(new Tensor([true, false], { device }).min().item()).toBe(false);
+    });
+});

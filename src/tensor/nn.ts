@@ -1,0 +1,416 @@
+// Linear algebra and nn functions composed from movement ops, mul and reduces: einsum, conv, pools, losses.
+import { dtypes } from '../dtype.ts';
+import type { Axes } from './reduce.ts';
+import { Tensor } from './tensor.ts';
+
+/** One size for every spatial axis, or one per axis. */
+export type Size = number | readonly number[];
+/** Padding: one amount everywhere, one per spatial axis (both sides), or [before, after] per spatial axis. */
+export type Padding = Size | readonly (readonly [number, number])[];
+
+export interface ConvOptions {
+  stride?: Size;
+  padding?: Padding;
+  dilation?: Size;
+  groups?: number;
+}
+
+export interface PoolOptions {
+  /** Defaults to the kernel size. */
+  stride?: Size;
+  padding?: Padding;
+  dilation?: Size;
+}
+
+export interface CrossEntropyOptions {
+  /** Labels equal to this contribute no loss and are left out of the mean. */
+  ignoreIndex?: number;
+  /** Mixes the one-hot target with the uniform distribution by this weight. */
+  labelSmoothing?: number;
+  reduction?: 'mean' | 'sum' | 'none';
+}
+
+export interface AttentionOptions {
+  /** Bool: false masks the position out. Float: added to the scores. Broadcasts to (..., L, S). */
+  attnMask?: Tensor;
+  /** Each query attends to keys at its own position and before (the top-left aligned lower triangle). */
+  isCausal?: boolean;
+}
+
+declare module './tensor.ts' {
+  interface Tensor {
+    /** The same product as matmul (tinygrad's dot: batched and broadcasting, 1-D operands as vectors). */
+    dot(w: Tensor): Tensor;
+    /** Convolution of (N, Cin, H, W) by (Cout, Cin / groups, kH, kW); other spatial ranks work alike. */
+    conv2d(weight: Tensor, bias?: Tensor, opts?: ConvOptions): Tensor;
+    /** Max over windows of the last two axes; padding counts as -inf. */
+    maxPool2d(kernel: Size, opts?: PoolOptions): Tensor;
+    /** Mean over windows of the last two axes; padding counts as zeros (torch's count_include_pad). */
+    avgPool2d(kernel: Size, opts?: PoolOptions): Tensor;
+    /** (x - mean) / sqrt(var + eps) along the axes, with the population variance. */
+    layernorm(axis?: Axes, eps?: number): Tensor;
+    /** An int32 tensor with a new last axis of size n, 1 at each label's index and 0 elsewhere. */
+    oneHot(n: number): Tensor;
+    /** Cross entropy of logits (..., C) against int labels (...), mean over the labels by default. */
+    sparseCategoricalCrossentropy(labels: Tensor, opts?: CrossEntropyOptions): Tensor;
+    /** softmax(q k^T / sqrt(E)) v for this query (..., L, E), key (..., S, E) and value (..., S, Ev). */
+    scaledDotProductAttention(key: Tensor, value: Tensor, opts?: AttentionOptions): Tensor;
+  }
+  namespace Tensor {
+    /**
+     * Einstein summation: `'ij,jk->ik'` (explicit output) or `'ij,jk'` (implicit: the letters used once, in
+     * alphabetical order). A letter repeated in one operand takes its diagonal; `...` stands for
+     * broadcast axes.
+     */
+    let einsum: (formula: string, ...operands: Tensor[]) => Tensor;
+  }
+}
+
+const shapeStr = (t: Tensor) => `(${t.shape.join(', ')})`;
+const range = (n: number) => Array.from({ length: n }, (_, i) => i);
+const keepAll = (shape: readonly number[]) => shape.map((d) => [0, d] as [number, number]);
+
+Tensor.prototype.dot = function (this: Tensor, w: Tensor): Tensor {
+  return this.matmul(w);
+};
+
+// --- einsum --------------------------------------------------------------------------------------------
+
+/** An operand's axes as labels: letters, and `...0`, `...1`, ... for the broadcast axes, right-aligned. */
+function labelsOf(term: string, ndim: number, ellipsisDims: number, formula: string): string[] {
+  const [head, tail, extra] = term.split('...');
+  if (extra !== undefined) throw new Error(`einsum: '${formula}' has more than one '...' in one operand`);
+  const letters = [...(head ?? ''), ...(tail ?? '')];
+  const bad = letters.find((c) => !/[a-zA-Z]/.test(c));
+  if (bad !== undefined)
+    throw new Error(`einsum: '${formula}' has '${bad}'; use letters, ',', '->' and '...'`);
+  const e = ndim - letters.length;
+  if (tail === undefined ? e !== 0 : e < 0)
+    throw new Error(
+      `einsum: operand '${term}' of '${formula}' names ${letters.length} axes but has ${ndim}${tail === undefined ? "; use '...' for the rest" : ''}`,
+    );
+  const dots = range(e).map((i) => `...${ellipsisDims - e + i}`);
+  return [...(head ?? '')].concat(dots, [...(tail ?? '')]);
+}
+
+/** The first position of a label that occurs earlier too, or -1. */
+const repeated = (labels: readonly string[]) => labels.findIndex((l, i) => labels.indexOf(l) !== i);
+
+/** The diagonal of axes p and q (both of size n) as a new last axis: flatten them, read every (n+1)-th. */
+function diagonal(t: Tensor, p: number, q: number): Tensor {
+  const n = t.shape[p]!;
+  const rest = range(t.ndim).filter((a) => a !== p && a !== q);
+  const lead = rest.map((a) => t.shape[a]!);
+  return t
+    .permute([...rest, p, q])
+    .reshape([...lead, n * n])
+    .pad([...lead.map(() => [0, 0] as [number, number]), [0, n]])
+    .reshape([...lead, n, n + 1])
+    .shrink([...keepAll(lead), [0, n], [0, 1]])
+    .reshape([...lead, n]);
+}
+
+Tensor.einsum = (formula: string, ...operands: Tensor[]): Tensor => {
+  const spec = formula.replace(/\s/g, '');
+  const [lhs, rhs, extra] = spec.split('->');
+  const terms = lhs!.split(',');
+  if (extra !== undefined || terms.length !== operands.length)
+    throw new Error(
+      `einsum: '${formula}' names ${terms.length} operand(s) but got ${operands.length}; write 'ij,jk->ik' with one term per operand`,
+    );
+  const dots = terms.map((term, i) =>
+    term.includes('...') ? operands[i]!.ndim - term.replace('...', '').length : 0,
+  );
+  const ellipsisDims = Math.max(0, ...dots);
+  const labels = terms.map((term, i) => labelsOf(term, operands[i]!.ndim, ellipsisDims, formula));
+  const broadcast = range(ellipsisDims).map((i) => `...${i}`);
+  const counts = new Map<string, number>();
+  for (const l of labels.flat()) counts.set(l, (counts.get(l) ?? 0) + 1);
+  let out: string[];
+  if (rhs === undefined) {
+    out = [
+      ...broadcast,
+      ...[...counts.keys()].filter((l) => !l.startsWith('...') && counts.get(l) === 1).sort(),
+    ];
+  } else {
+    out = labelsOf(
+      rhs,
+      rhs.replace('...', '').length + (rhs.includes('...') ? ellipsisDims : 0),
+      ellipsisDims,
+      formula,
+    );
+    const missing = out.find((l, i) => !counts.has(l) || out.indexOf(l) !== i);
+    if (missing !== undefined)
+      throw new Error(
+        `einsum: output '${rhs}' of '${formula}' repeats '${missing}' or does not name it in an input; name each input axis at most once`,
+      );
+  }
+  const order = [...out, ...[...counts.keys()].filter((l) => !out.includes(l))];
+  const sizes = new Map<string, number>();
+  const aligned = operands.map((t, i) => {
+    let x = t;
+    const ls = [...labels[i]!];
+    // a repeated label reads the diagonal of its axes
+    for (let q = repeated(ls); q >= 0; q = repeated(ls)) {
+      const l = ls[q]!;
+      const p = ls.indexOf(l);
+      if (x.shape[p] !== x.shape[q])
+        throw new Error(
+          `einsum: '${formula}' repeats '${l}' in operand ${i} of shape ${shapeStr(t)}, over axes of sizes ${x.shape[p]} and ${x.shape[q]}; a diagonal needs equal sizes`,
+        );
+      x = diagonal(x, p, q);
+      ls.splice(q, 1);
+      ls.splice(p, 1);
+      ls.push(l);
+    }
+    ls.forEach((l, a) => {
+      const n = x.shape[a]!;
+      const seen = sizes.get(l) ?? 1;
+      if (seen !== n && seen !== 1 && n !== 1)
+        throw new Error(
+          `einsum: '${formula}' gives '${l.startsWith('...') ? '...' : l}' sizes ${seen} and ${n} (operand ${i} has shape ${shapeStr(t)}); sizes of one label must be equal or 1`,
+        );
+      if (n !== 1) sizes.set(l, n);
+    });
+    const present = order.filter((l) => ls.includes(l));
+    return x
+      .permute(present.map((l) => ls.indexOf(l)))
+      .reshape(order.map((l) => (ls.includes(l) ? x.shape[ls.indexOf(l)]! : 1)));
+  });
+  // labels not in the output are the trailing axes of the product
+  const product = aligned.reduce((acc, x) => acc.mul(x));
+  const summed = range(order.length).slice(out.length);
+  return summed.length ? product.sum(summed) : product;
+};
+
+// --- convolution and pooling ---------------------------------------------------------------------------
+
+/** A per-axis size list from a scalar or a list of n. */
+function perAxis(op: string, what: string, v: Size, n: number): number[] {
+  const list = typeof v === 'number' ? new Array<number>(n).fill(v) : [...v];
+  if (list.length !== n || !list.every((x) => Number.isInteger(x) && x >= 0))
+    throw new Error(`${op}: ${what} ${JSON.stringify(v)} should be one non-negative integer or ${n} of them`);
+  return list;
+}
+
+function padPairs(op: string, padding: Padding, n: number): [number, number][] {
+  if (typeof padding !== 'number' && padding.length > 0 && typeof padding[0] !== 'number') {
+    const pairs = padding as readonly (readonly [number, number])[];
+    if (pairs.length !== n || !pairs.flat().every((x) => Number.isInteger(x) && x >= 0))
+      throw new Error(
+        `${op}: padding ${JSON.stringify(padding)} should be ${n} [before, after] pairs of non-negative integers`,
+      );
+    return pairs.map(([a, b]) => [a, b]);
+  }
+  return perAxis(op, 'padding', padding as Size, n).map((p) => [p, p]);
+}
+
+/**
+ * Sliding windows over the last axis: (..., L) to (..., o, k), [..., t, i] = x[..., t*stride + i*dilation].
+ * Movement ops only: tile x, read the tiles back in rows of L + dilation (so row i starts at x[i*dilation]),
+ * and keep every stride-th column.
+ */
+function windows1d(x: Tensor, k: number, stride: number, dilation: number): Tensor {
+  const lead = x.shape.slice(0, -1);
+  const len = x.shape[x.ndim - 1]!;
+  const o = Math.floor((len - dilation * (k - 1) - 1) / stride) + 1;
+  const row = len + dilation;
+  const tiles = Math.ceil((k * row) / len);
+  const rows = x
+    .unsqueeze(-2)
+    .expand([...lead, tiles, len])
+    .reshape([...lead, tiles * len])
+    .shrink([...keepAll(lead), [0, k * row]])
+    .reshape([...lead, k, row]);
+  const cols =
+    o * stride <= row
+      ? rows.shrink([...keepAll(lead), [0, k], [0, o * stride]])
+      : rows.pad([...lead.map(() => [0, 0] as [number, number]), [0, 0], [0, o * stride - row]]);
+  return cols
+    .reshape([...lead, k, o, stride])
+    .shrink([...keepAll(lead), [0, k], [0, o], [0, 1]])
+    .reshape([...lead, k, o])
+    .transpose(-1, -2);
+}
+
+/** Windows over the last kernel.length axes: (..., L0, L1, ...) to (..., o0, o1, ..., k0, k1, ...). */
+function windows(x: Tensor, kernel: number[], stride: number[], dilation: number[]): Tensor {
+  let t = x;
+  const base = x.ndim - kernel.length;
+  kernel.forEach((k, j) => {
+    const p = base + j;
+    const w = windows1d(t.permute([...range(t.ndim).filter((a) => a !== p), p]), k, stride[j]!, dilation[j]!);
+    // (others..., o, k): o goes back to axis p, k joins the window axes at the end
+    const m = w.ndim;
+    t = w.permute([...range(p), m - 2, ...range(m - 2).slice(p), m - 1]);
+  });
+  return t;
+}
+
+interface WindowPlan {
+  kernel: number[];
+  stride: number[];
+  dilation: number[];
+  pads: [number, number][];
+  /** Output size along each spatial axis. */
+  out: number[];
+}
+
+/** Checks and resolves the window arguments for the last kernel.length axes of x. */
+function plan(
+  op: string,
+  x: Tensor,
+  kernel: number[],
+  stride: Size,
+  padding: Padding,
+  dilation: Size,
+): WindowPlan {
+  const n = kernel.length;
+  const p: WindowPlan = {
+    kernel,
+    stride: perAxis(op, 'stride', stride, n),
+    dilation: perAxis(op, 'dilation', dilation, n),
+    pads: padPairs(op, padding, n),
+    out: [],
+  };
+  if (![...p.stride, ...p.dilation, ...kernel].every((v) => v >= 1))
+    throw new Error(
+      `${op}: kernel, stride and dilation must be at least 1, got ${kernel}, ${p.stride}, ${p.dilation}`,
+    );
+  const spatial = x.shape.slice(x.ndim - n);
+  p.out = spatial.map((len, j) => {
+    const padded = len + p.pads[j]![0] + p.pads[j]![1];
+    const span = p.dilation[j]! * (kernel[j]! - 1) + 1;
+    if (padded < span)
+      throw new Error(
+        `${op}: input ${shapeStr(x)} padded to ${padded} along spatial axis ${j} is smaller than the window span ${span} (kernel ${kernel[j]}, dilation ${p.dilation[j]})`,
+      );
+    return Math.floor((padded - span) / p.stride[j]!) + 1;
+  });
+  return p;
+}
+
+/** The windows of x's last axes under a plan, padded with value. */
+function planWindows(x: Tensor, p: WindowPlan, value: number): Tensor {
+  const lead = x.shape.slice(0, x.ndim - p.kernel.length).map(() => [0, 0] as [number, number]);
+  return windows(x.pad([...lead, ...p.pads], value), p.kernel, p.stride, p.dilation);
+}
+
+Tensor.prototype.conv2d = function (
+  this: Tensor,
+  weight: Tensor,
+  bias?: Tensor,
+  opts: ConvOptions = {},
+): Tensor {
+  const { stride = 1, padding = 0, dilation = 1, groups = 1 } = opts;
+  const nd = weight.ndim - 2;
+  const [batch, cin] = this.shape as [number, number];
+  const [cout, cg, ...kernel] = weight.shape as [number, number, ...number[]];
+  if (nd < 1 || this.ndim !== weight.ndim)
+    throw new Error(
+      `conv2d: input ${shapeStr(this)} and weight ${shapeStr(weight)} need (N, Cin, spatial...) and (Cout, Cin / groups, kernel...) of the same rank, at least 3`,
+    );
+  if (!Number.isInteger(groups) || groups < 1 || cin !== cg * groups || cout % groups !== 0)
+    throw new Error(
+      `conv2d: input ${shapeStr(this)} has ${cin} channels and weight ${shapeStr(weight)} takes ${cg} per group with ${groups} group(s); needs Cin = ${cg} * groups and Cout divisible by groups`,
+    );
+  if (bias !== undefined && (bias.ndim !== 1 || bias.shape[0] !== cout))
+    throw new Error(
+      `conv2d: bias ${shapeStr(bias)} should have shape (${cout}), one value per output channel`,
+    );
+  const p = plan('conv2d', this, kernel, stride, padding, dilation);
+  const ones = p.out.map(() => 1);
+  const x = planWindows(this, p, 0).reshape([batch, groups, 1, cg, ...p.out, ...kernel]);
+  const w = weight.reshape([1, groups, cout / groups, cg, ...ones, ...kernel]);
+  // one reduce over the input channels of a group and the kernel window
+  const out = x
+    .mul(w)
+    .sum([3, ...range(nd).map((j) => 4 + nd + j)])
+    .reshape([batch, cout, ...p.out]);
+  return bias === undefined ? out : out.add(bias.reshape([1, cout, ...ones]));
+};
+
+function poolKernel(op: string, x: Tensor, kernel: Size): number[] {
+  if (x.ndim < 2) throw new Error(`${op}: input ${shapeStr(x)} needs at least 2 axes; it pools the last two`);
+  return perAxis(op, 'kernel', kernel, 2);
+}
+
+Tensor.prototype.maxPool2d = function (this: Tensor, kernel: Size, opts: PoolOptions = {}): Tensor {
+  const k = poolKernel('maxPool2d', this, kernel);
+  const p = plan('maxPool2d', this, k, opts.stride ?? k, opts.padding ?? 0, opts.dilation ?? 1);
+  // padding takes the dtype's smallest value (-inf for floats), so it never wins the max
+  return planWindows(this, p, this.dtype.min).max([-2, -1]);
+};
+
+Tensor.prototype.avgPool2d = function (this: Tensor, kernel: Size, opts: PoolOptions = {}): Tensor {
+  const k = poolKernel('avgPool2d', this, kernel);
+  const p = plan('avgPool2d', this, k, opts.stride ?? k, opts.padding ?? 0, opts.dilation ?? 1);
+  return planWindows(this, p, 0).mean([-2, -1]);
+};
+
+// --- normalization, losses, attention --------------------------------------------------------------------
+
+Tensor.prototype.layernorm = function (this: Tensor, axis: Axes = -1, eps = 1e-5): Tensor {
+  const x = this.float();
+  const centered = x.sub(x.mean(axis, true));
+  return centered.mul(centered.square().mean(axis, true).add(eps).sqrt().reciprocal());
+};
+
+Tensor.prototype.oneHot = function (this: Tensor, n: number): Tensor {
+  if (!this.dtype.isInt) throw new Error(`oneHot: labels need an integer dtype, got ${this.dtype.name}`);
+  if (!Number.isInteger(n) || n < 1)
+    throw new Error(`oneHot: the class count must be a positive integer, got ${n}`);
+  return this.unsqueeze(-1)
+    .eq(Tensor.arange(n, undefined, 1, { device: this.device }))
+    .where(1, 0);
+};
+
+Tensor.prototype.sparseCategoricalCrossentropy = function (
+  this: Tensor,
+  labels: Tensor,
+  opts: CrossEntropyOptions = {},
+): Tensor {
+  const { ignoreIndex, labelSmoothing = 0, reduction = 'mean' } = opts;
+  const lead = this.shape.slice(0, -1);
+  if (this.ndim < 1 || labels.ndim !== lead.length || !labels.shape.every((d, i) => d === lead[i]))
+    throw new Error(
+      `sparseCategoricalCrossentropy: logits ${shapeStr(this)} and labels ${shapeStr(labels)}; labels need the logits' shape without its last (class) axis`,
+    );
+  const logp = this.logSoftmax(-1);
+  const picked = logp.mul(labels.oneHot(this.shape[this.ndim - 1]!)).sum(-1);
+  const target =
+    labelSmoothing === 0 ? picked : picked.mul(1 - labelSmoothing).add(logp.mean(-1).mul(labelSmoothing));
+  const keep = ignoreIndex === undefined ? undefined : labels.ne(ignoreIndex);
+  const loss = keep === undefined ? target.neg() : keep.where(target.neg(), 0);
+  if (reduction === 'none') return loss;
+  if (reduction === 'sum') return loss.sum();
+  return keep === undefined ? loss.mean() : loss.sum().div(keep.sum());
+};
+
+Tensor.prototype.scaledDotProductAttention = function (
+  this: Tensor,
+  key: Tensor,
+  value: Tensor,
+  opts: AttentionOptions = {},
+): Tensor {
+  const { attnMask, isCausal = false } = opts;
+  if (this.ndim < 2 || key.ndim < 2 || value.ndim < 2)
+    throw new Error(
+      `scaledDotProductAttention: query ${shapeStr(this)}, key ${shapeStr(key)} and value ${shapeStr(value)} need (..., L, E), (..., S, E) and (..., S, Ev)`,
+    );
+  if (isCausal && attnMask !== undefined)
+    throw new Error('scaledDotProductAttention: give attnMask or isCausal, not both');
+  const [len, dim] = this.shape.slice(-2) as [number, number];
+  const src = key.shape[key.ndim - 2]!;
+  let scores = this.matmul(key.transpose(-2, -1)).mul(1 / Math.sqrt(dim));
+  if (isCausal) {
+    const opt = { device: this.device };
+    const allowed = Tensor.arange(src, undefined, 1, opt).le(
+      Tensor.arange(len, undefined, 1, opt).unsqueeze(-1),
+    );
+    scores = allowed.where(scores, -Infinity);
+  } else if (attnMask !== undefined) {
+    scores = attnMask.dtype === dtypes.bool ? attnMask.where(scores, -Infinity) : scores.add(attnMask);
+  }
+  return scores.softmax(-1).matmul(value);
+};
