@@ -7,6 +7,7 @@ import { symbolic } from '../uop/symbolic.ts';
 import type { UOp } from '../uop/uop.ts';
 import { reduceToAccumulators } from './accumulate.ts';
 import { collapseReduces } from './collapse.ts';
+import { decompose } from './decompose.ts';
 import { linearize } from './linearize.ts';
 
 export interface LoweredKernel {
@@ -70,9 +71,15 @@ function countFlops(linear: UOp): number {
   return flops;
 }
 
-export function lowerKernel(ast: UOp): LoweredKernel {
+export interface LowerOptions {
+  /** Ops the target cannot run: they are rebuilt from primitives (src/codegen/decompose.ts). */
+  lacks?: ReadonlySet<Ops>;
+}
+
+export function lowerKernel(ast: UOp, opts: LowerOptions = {}): LoweredKernel {
   verifyStage(ast, 'kernel');
   let k = graphRewrite(ast, symbolic, { name: 'simplify indices', ctx: {} });
+  k = decompose(k, opts.lacks ?? new Set());
   k = collapseReduces(k);
   const named = k; // named after the loops that remain
   k = reduceToAccumulators(k);
