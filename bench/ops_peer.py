@@ -23,4 +23,10 @@ m = rng.random((4096, 1024), dtype=np.float32)
 def softmax():
   e = np.exp(m - m.max(1, keepdims=True)); return e / e.sum(1, keepdims=True)
 out['softmax'] = 2 * 4 * 4096 * 1024 / best(softmax) / 1e9
+# conv2d as numpy can do it: im2col windows and one matmul
+xi = rng.random((32, 64, 58, 58), dtype=np.float32); wi = rng.random((64, 64, 3, 3), dtype=np.float32)
+def conv():
+  cols = np.lib.stride_tricks.sliding_window_view(xi, (3, 3), axis=(2, 3))  # (32, 64, 56, 56, 3, 3)
+  return np.einsum('bchwij,ocij->bohw', cols, wi, optimize=True)
+out['conv2d'] = 2 * 32 * 64 * 56 * 56 * 64 * 9 / best(conv, 1) / 1e9
 print(json.dumps(out))

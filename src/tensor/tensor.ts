@@ -24,6 +24,8 @@ export type TensorData = NestedArray | ArrayBufferView;
 export interface TensorOptions {
   dtype?: DType;
   device?: string;
+  /** Track gradients for this tensor (used by autograd). */
+  requiresGrad?: boolean;
 }
 
 const LOG2_E = Math.log2(Math.E);
@@ -76,9 +78,11 @@ export class Tensor {
   /** The graph this tensor stands for (a BUFFER once realized). */
   uop: UOp;
   readonly device: string;
+  requiresGrad: boolean;
 
   constructor(data: TensorData | UOp, opts: TensorOptions = {}) {
     this.device = Device.canonicalize(opts.device ?? Device.default);
+    this.requiresGrad = opts.requiresGrad ?? false;
     if (data instanceof UOp) {
       this.uop = data;
       return;

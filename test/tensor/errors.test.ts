@@ -1,0 +1,44 @@
+// Mistakes throw before anything runs, naming the op, the operands and what would be valid.
+import { describe, expect, it } from 'vitest';
+import { dtypes } from '../../src/dtype.ts';
+import { Tensor } from '../../src/tensor/index.ts';
+
+const t = (shape: number[], device = 'JS') =>
+  new Tensor(new Float32Array(shape.reduce((a, b) => a * b, 1)), { device }).reshape(shape);
+
+describe('errors', () => {
+  it('an incompatible reshape names both shapes and the element counts', () => {
+    expect(() => t([2, 3]).reshape([4, 2])).toThrow(
+      /RESHAPE: cannot reshape \(2, 3\) to \(4, 2\): 6 elements vs 8/,
+    );
+    expect(() => t([2, 3]).reshape([-1, 4])).toThrow(/reshape: cannot infer -1 in \(-1, 4\) for 6 elements/);
+  });
+  it('matmul with unequal inner sizes names the shapes', () => {
+    expect(() => t([2, 3]).matmul(t([4, 5]))).toThrow(/matmul: inner sizes differ: \(2, 3\) @ \(4, 5\)/);
+  });
+  it('broadcasting unequal axes names the shapes and the axis', () => {
+    expect(() => t([2, 3]).add(t([4, 3]))).toThrow(
+      /add: cannot broadcast shapes \(2, 3\) and \(4, 3\): axis -2/,
+    );
+  });
+  it('an unknown device lists the valid ones', () => {
+    expect(() => new Tensor([1], { device: 'TPU' })).toThrow(/TPU.*(CPU|JS|NULL)/s);
+  });
+  it('operands on different devices are refused', () => {
+    expect(() => t([2], 'JS').add(t([2], 'CPU'))).toThrow(/add: operands are on JS and CPU/);
+  });
+  it('reading data of a NULL-device tensor says the NULL device holds none', () => {
+    expect(() => t([2], 'NULL').add(1).dataSync()).toThrow(/NULL/);
+  });
+  it('integer-only and float-only ops name the op and the dtype', () => {
+    expect(() =>
+      t([2])
+        .cast(dtypes.float32)
+        .uop.mod(t([2]).uop),
+    ).toThrow(/MOD: needs integer/);
+    expect(() => t([2]).axis(3)).toThrow(/axis 3 is out of range/);
+  });
+  it('a ragged nested array is refused with the expected shape', () => {
+    expect(() => new Tensor([[1, 2], [3]])).toThrow(/ragged nested array/);
+  });
+});
