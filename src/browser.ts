@@ -1,0 +1,35 @@
+// tsgrad's public API without Node: the JS and NULL devices, JS the default (src/index.ts adds CPU).
+export {
+  AddrSpace,
+  type ConstValue,
+  DType,
+  dtypes,
+  PtrDType,
+  promote,
+  promoteAll,
+  truncate,
+} from './dtype.ts';
+export { Context, ContextVar, DEBUG, SPEC } from './helpers.ts';
+export { Device } from './runtime/device.ts';
+export { type NestedArray, Tensor, type TensorData, type TensorOptions } from './tensor/index.ts';
+export {
+  type Arg,
+  type ArgOf,
+  AxisType,
+  axisLetter,
+  type Device as DeviceName,
+  GroupOp,
+  Ops,
+} from './uop/ops.ts';
+export {
+  type Captures,
+  graphRewrite,
+  PatternMatcher,
+  setRewriteTracer,
+  substitute,
+  UPat,
+} from './uop/pattern.ts';
+export { fromCode, printGraph, printLinear, toCode } from './uop/print.ts';
+export { type Stage, specs, verify, verifyStage } from './uop/spec.ts';
+export { simplify, symbolic } from './uop/symbolic.ts';
+export { type OpNode, type Shape, type sint, UOp } from './uop/uop.ts';

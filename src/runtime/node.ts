@@ -1,0 +1,40 @@
+// The devices that need Node (CPU: a C compiler, koffi, the disk cache), registered by importing this module.
+import { dtypes } from '../dtype.ts';
+import { DEBUG } from '../helpers.ts';
+import { DeviceBuffer } from './buffer.ts';
+import { CC } from './cc.ts';
+import { CPUBackend } from './cpu.ts';
+import { Device, registerDevice } from './device.ts';
+
+// the default found for each CC setting: probing compiles a kernel, so it is done once
+const detected = new Map<string, string>();
+
+function detectDefault(): string {
+  let dev = detected.get(CC.value);
+  if (dev === undefined) {
+    const problem = cpuProblem();
+    dev = problem === undefined ? 'CPU' : 'JS';
+    if (problem !== undefined && DEBUG.value >= 1)
+      console.error(`Device: the default device is JS, as the CPU device does not work here: ${problem}`);
+    detected.set(CC.value, dev);
+  }
+  return dev;
+}
+
+/** Why the CPU device does not work (compiler, koffi, loading or running a kernel), or undefined when it does. */
+function cpuProblem(): string | undefined {
+  try {
+    const cpu = Device.get('CPU');
+    const buf = new DeviceBuffer(cpu, 1, dtypes.int32);
+    cpu
+      .compile('tsgrad_probe', 'void tsgrad_probe(int* restrict data0, int var0) { data0[0] = var0 + 1; }')
+      .run([buf], [41]);
+    const value = buf.view()[0];
+    buf.free();
+    return value === 42 ? undefined : `a probe kernel computed ${value} instead of 42`;
+  } catch (e) {
+    return (e as Error).message;
+  }
+}
+
+registerDevice('CPU', (name) => new CPUBackend(name), detectDefault);
