@@ -60,13 +60,57 @@ function fusable(r: UOp, users: Map<UOp, UOp[]>, realized: Set<UOp>): boolean {
 }
 
 /** Decides which nodes get their own buffer: the roots, CONTIGUOUS, and reduces that cannot fuse. */
+/** Ops worth computing once rather than again for every copy an expand makes. */
+const EXPENSIVE = new Set([
+  Ops.EXP2,
+  Ops.LOG2,
+  Ops.SIN,
+  Ops.SQRT,
+  Ops.RECIP,
+  Ops.POW,
+  Ops.IDIV,
+  Ops.MOD,
+  Ops.DIV,
+]);
+
+/** Whether computing u (down to buffers, constants and reduces) involves an expensive op. */
+function costly(u: UOp, memo: Map<UOp, boolean>): boolean {
+  const stack = [u];
+  while (stack.length) {
+    const x = stack.pop()!;
+    if (memo.get(x) === true || EXPENSIVE.has(x.op)) return true;
+    if (memo.has(x) || isStorage(x) || x.op === Ops.REDUCE || x.op === Ops.CONST) continue;
+    memo.set(x, false);
+    stack.push(...x.src);
+  }
+  return false;
+}
+
+const numel = (u: UOp) => u.shape!.reduce<number>((n, d) => n * (typeof d === 'number' ? d : 2), 1);
+
+/**
+ * Decides which nodes get their own buffer: the roots, CONTIGUOUS, reduces that cannot fuse, and costly
+ * elementwise values that an expand would recompute for every copy.
+ */
 function findRealized(roots: readonly UOp[]): Set<UOp> {
   const realized = new Set<UOp>();
   const users = new Map<UOp, UOp[]>();
   const order = UOp.sink(...roots).toposort();
-  for (const u of order) for (const s of u.src) users.set(s, [...(users.get(s) ?? []), u]);
+  for (const u of order)
+    for (const s of u.src) {
+      const list = users.get(s);
+      if (list === undefined) users.set(s, [u]);
+      else list.push(u);
+    }
   for (const r of roots) if (!isStorage(r)) realized.add(r);
   for (const u of order) if (u.op === Ops.CONTIGUOUS) realized.add(u);
+  const memo = new Map<UOp, boolean>();
+  for (const u of order) {
+    if (u.op !== Ops.EXPAND || numel(u) <= numel(u.src[0]!)) continue;
+    let v = u.src[0]!;
+    while (GroupOp.Movement.has(v.op)) v = v.src[0]!;
+    if (!isStorage(v) && v.op !== Ops.REDUCE && v.op !== Ops.CONST && costly(v, memo)) realized.add(v);
+  }
   // users first, so a reduce knows whether the reduces above it are realized
   for (let i = order.length - 1; i >= 0; i--) {
     const u = order[i]!;

@@ -199,3 +199,14 @@ describe('edge cases', () => {
       expect(new Tensor([true, false], { device }).min().item()).toBe(false);
     });
 });
+
+describe('store or recompute', () => {
+  it('a costly value an expand repeats is stored once; a cheap one is recomputed', () => {
+    const x = new Tensor(new Float32Array(8).fill(0.5), { device: 'JS' }).reshape([8, 1]);
+    const costly = x.exp().expand([8, 64]).sum(0);
+    const cheap = x.add(1).expand([8, 64]).sum(0);
+    expect(scheduleOf([costly]).kernels.length).toBe(2);
+    expect(scheduleOf([cheap]).kernels.length).toBe(1);
+    expect((costly.tolist() as number[])[0]).toBeCloseTo(8 * Math.exp(0.5), 4);
+  });
+});
