@@ -2,7 +2,7 @@
 import { type ConstValue, type DType, dtypes } from '../dtype.ts';
 import { Device } from '../runtime/device.ts';
 import { newBuffer } from '../schedule/rangeify.ts';
-import { Tensor, type TensorOptions } from './tensor.ts';
+import { marksResult, Tensor, type TensorOptions } from './tensor.ts';
 
 // Statics join the class through namespace merging, so `Tensor.eye` is typed wherever Tensor is imported.
 declare module './tensor.ts' {
@@ -83,9 +83,9 @@ const like = (t: Tensor, value: ConstValue, opts: TensorOptions = {}) =>
   Tensor.full(t.shape, value, { dtype: t.dtype, device: t.device, ...opts });
 
 const statics: Pick<typeof Tensor, 'empty' | 'linspace' | 'eye' | 'zerosLike' | 'onesLike' | 'fullLike'> = {
-  empty,
-  linspace,
-  eye,
+  empty: marksResult(1, empty),
+  linspace: marksResult(3, linspace),
+  eye: marksResult(2, eye),
   zerosLike: (t, opts) => like(t, 0, opts),
   onesLike: (t, opts) => like(t, 1, opts),
   fullLike: like,

@@ -10,6 +10,7 @@ import './movement.ts';
 import './random.ts';
 import './reduce.ts';
 import './nn.ts';
+import './gradient.ts';
 
 export type { AttentionOptions, ConvOptions, CrossEntropyOptions, Padding, PoolOptions, Size } from './nn.ts';
 export type { Axes } from './reduce.ts';

@@ -3,7 +3,7 @@ import { type DType, dtypes } from '../dtype.ts';
 import { Device } from '../runtime/device.ts';
 import type { UOp } from '../uop/uop.ts';
 import { checkSizes } from './creation.ts';
-import { Tensor, type TensorOptions } from './tensor.ts';
+import { marksResult, Tensor, type TensorOptions } from './tensor.ts';
 
 declare module './tensor.ts' {
   interface Tensor {
@@ -216,7 +216,17 @@ const statics: Pick<
   | 'kaimingUniform'
   | 'glorotUniform'
   | 'training'
-> = { manualSeed, rand, randn, randint, uniform, normal, kaimingUniform, glorotUniform, training: false };
+> = {
+  manualSeed,
+  rand: marksResult(1, rand),
+  randn: marksResult(1, randn),
+  randint: marksResult(3, randint),
+  uniform: marksResult(3, uniform),
+  normal: marksResult(3, normal),
+  kaimingUniform: marksResult(2, kaimingUniform),
+  glorotUniform: marksResult(1, glorotUniform),
+  training: false,
+};
 Object.assign(Tensor, statics);
 
 Tensor.prototype.dropout = function (this: Tensor, p = 0.5): Tensor {

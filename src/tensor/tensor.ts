@@ -71,6 +71,48 @@ export function defaultDType(values: readonly ConstValue[]): DType {
 
 const prod = (s: readonly number[]) => s.reduce((a, b) => a * b, 1);
 
+/** @internal Every tensor that has required gradients, held weakly: backward() looks for them in the loss's graph. */
+export const gradTracked = new Set<WeakRef<Tensor>>();
+const untrack = new FinalizationRegistry<WeakRef<Tensor>>((ref) => gradTracked.delete(ref));
+
+/** A new BUFFER holding the data. */
+function bufferFrom(data: TensorData, dtype: DType | undefined, device: string): UOp {
+  let values: ArrayLike<ConstValue>;
+  let shape: number[];
+  if (isTypedArray(data)) {
+    dtype ??= dtypeOfArray(data);
+    values = data as unknown as ArrayLike<ConstValue>;
+    shape = [values.length];
+  } else {
+    shape = shapeOf(data);
+    const flat = flatten(data, shape);
+    dtype ??= defaultDType(flat);
+    values = flat;
+  }
+  const buf = newBuffer(shape, dtype, device);
+  setBufferData(buf, toStorage(dtype, values));
+  return buf;
+}
+
+/**
+ * @internal A creation function whose `requiresGrad` option (in its argument number `at`) marks the tensor it
+ * returns, not the tensors that tensor is built from.
+ */
+export function marksResult<A extends unknown[]>(
+  at: number,
+  f: (...args: A) => Tensor,
+): (...args: A) => Tensor {
+  return (...args: A) => {
+    const opts = args[at] as TensorOptions | undefined;
+    if (!opts?.requiresGrad) return f(...args);
+    const inner = [...args] as A;
+    inner[at] = { ...opts, requiresGrad: false };
+    const t = f(...inner);
+    t.requiresGrad = true;
+    return t;
+  };
+}
+
 export class Tensor {
   static readonly float32 = dtypes.float32;
   static readonly int32 = dtypes.int32;
@@ -78,31 +120,29 @@ export class Tensor {
   /** The graph this tensor stands for (a BUFFER once realized). */
   uop: UOp;
   readonly device: string;
-  requiresGrad: boolean;
+  private _requiresGrad = false;
+  private gradRef: WeakRef<Tensor> | undefined;
 
   constructor(data: TensorData | UOp, opts: TensorOptions = {}) {
     this.device = Device.canonicalize(opts.device ?? Device.default);
+    this.uop = data instanceof UOp ? data : bufferFrom(data, opts.dtype, this.device);
     this.requiresGrad = opts.requiresGrad ?? false;
-    if (data instanceof UOp) {
-      this.uop = data;
-      return;
+  }
+
+  /** Whether backward() fills this tensor's `.grad`. */
+  get requiresGrad(): boolean {
+    return this._requiresGrad;
+  }
+  set requiresGrad(on: boolean) {
+    if (on && this.gradRef === undefined) {
+      // a graph without buffers (zeros, ones, arange, ...) is the same node as every equal constant elsewhere
+      // (hash-consing), so such a tensor gets a buffer of its own: its gradient must be its alone
+      if (!this.uop.toposort().some((u) => u.op === Ops.BUFFER)) this.realize();
+      this.gradRef = new WeakRef(this);
+      gradTracked.add(this.gradRef);
+      untrack.register(this, this.gradRef);
     }
-    let values: ArrayLike<ConstValue>;
-    let shape: number[];
-    let dtype: DType;
-    if (isTypedArray(data)) {
-      dtype = opts.dtype ?? dtypeOfArray(data);
-      values = data as unknown as ArrayLike<ConstValue>;
-      shape = [values.length];
-    } else {
-      shape = shapeOf(data);
-      const flat = flatten(data, shape);
-      dtype = opts.dtype ?? defaultDType(flat);
-      values = flat;
-    }
-    const buf = newBuffer(shape, dtype, this.device);
-    setBufferData(buf, toStorage(dtype, values));
-    this.uop = buf;
+    this._requiresGrad = on;
   }
 
   static fromUOp(u: UOp, device: string): Tensor {
@@ -143,10 +183,16 @@ export class Tensor {
     if (stop === undefined) [start, stop] = [0, start];
     const n = Math.max(0, Math.ceil((stop - start) / step));
     const dtype = opts.dtype ?? ([start, stop, step].every(Number.isInteger) ? dtypes.int32 : dtypes.float32);
-    if (n === 0) return new Tensor([], { ...opts, dtype });
-    return Tensor.full([n], step, { ...opts, dtype })
-      .cumsum()
-      .add(start - step);
+    // requiresGrad marks the result, not the tensor it is built from
+    const inner = { ...opts, dtype, requiresGrad: false };
+    const t =
+      n === 0
+        ? new Tensor([], inner)
+        : Tensor.full([n], step, inner)
+            .cumsum()
+            .add(start - step);
+    t.requiresGrad = opts.requiresGrad ?? false;
+    return t;
   }
 
   // --- reading ------------------------------------------------------------------------------------------
