@@ -10,6 +10,7 @@ export {
   truncate,
 } from './dtype.ts';
 export { Context, ContextVar, DEBUG, SPEC } from './helpers.ts';
+export * from './nn/index.ts';
 export { Device } from './runtime/device.ts';
 export { type NestedArray, Tensor, type TensorData, type TensorOptions } from './tensor/index.ts';
 export {

@@ -2,3 +2,4 @@
 import './runtime/node.ts';
 
 export * from './browser.ts';
+export { type SafeLoadOptions, safeLoad, safeMetadata, safeSave } from './nn/state.ts';

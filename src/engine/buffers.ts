@@ -1,22 +1,44 @@
 // The memory behind tensor-level BUFFER nodes: one DeviceBuffer per node, held as long as the node lives.
 import type { StorageArray } from '../dtype.ts';
+import { HostAllocator } from '../runtime/allocator.ts';
 import { DeviceBuffer } from '../runtime/buffer.ts';
 import type { ArgOf, Ops } from '../uop/ops.ts';
 import type { UOp } from '../uop/uop.ts';
 
 const memory = new WeakMap<UOp, DeviceBuffer>();
+// BUFFER nodes whose data is copied from another buffer (a DISK file range) when they are first used
+const sources = new WeakMap<UOp, DeviceBuffer>();
 
 const numel = (buf: UOp) => buf.shape!.reduce<number>((n, d) => n * (d as number), 1);
 
-/** The DeviceBuffer of a BUFFER node, allocated on first use. */
+/** The DeviceBuffer of a BUFFER node, allocated (and filled from its source, if it has one) on first use. */
 export function deviceBuffer(buf: UOp): DeviceBuffer {
   let b = memory.get(buf);
   if (b === undefined) {
     const a = buf.arg as ArgOf<Ops.BUFFER>;
     b = new DeviceBuffer(a.device as string, numel(buf), a.dtype).allocate();
+    const src = sources.get(buf);
+    // the source is kept until the copy succeeds, so that a failed read can be retried
+    if (src !== undefined) copyBuffer(b, src);
+    sources.delete(buf);
     memory.set(buf, b);
   }
   return b;
+}
+
+/** Gives `buf` the contents of `src`, copied when buf is first used rather than now (lazy loading). */
+export function copyOnFirstUse(buf: UOp, src: DeviceBuffer): void {
+  sources.set(buf, src);
+}
+
+/** Copies `src` into `dst`: straight into dst's memory where the host can address it, else through a host copy. */
+function copyBuffer(dst: DeviceBuffer, src: DeviceBuffer): void {
+  if (dst.nbytes !== src.nbytes)
+    throw new Error(`copy from ${src} to ${dst}: the byte sizes differ (${src.nbytes} and ${dst.nbytes})`);
+  if (dst.backend.allocator instanceof HostAllocator) {
+    const v = dst.view();
+    src.backend.allocator.copyout(new Uint8Array(v.buffer, v.byteOffset, v.byteLength), src.memory);
+  } else dst.copyin(src.copyout());
 }
 
 export function setBufferData(buf: UOp, values: StorageArray): void {

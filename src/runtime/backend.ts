@@ -3,7 +3,7 @@ import type { Allocator } from './allocator.ts';
 import type { DeviceBuffer } from './buffer.ts';
 
 /** The device kinds; a device name is a kind, optionally with an index (`CPU:1`). */
-export type DeviceKind = 'CPU' | 'JS' | 'NULL';
+export type DeviceKind = 'CPU' | 'DISK' | 'JS' | 'NULL';
 
 /** A compiled kernel. */
 export interface Program {

@@ -1,10 +1,11 @@
-// The devices that need Node (CPU: a C compiler, koffi, the disk cache), registered by importing this module.
+// The devices that need Node (CPU: a C compiler, koffi, the disk cache; DISK: files), registered on import.
 import { dtypes } from '../dtype.ts';
 import { DEBUG } from '../helpers.ts';
 import { DeviceBuffer } from './buffer.ts';
 import { CC } from './cc.ts';
 import { CPUBackend } from './cpu.ts';
 import { Device, registerDevice } from './device.ts';
+import { DiskBackend } from './disk.ts';
 
 // the default found for each CC setting: probing compiles a kernel, so it is done once
 const detected = new Map<string, string>();
@@ -38,3 +39,4 @@ function cpuProblem(): string | undefined {
 }
 
 registerDevice('CPU', (name) => new CPUBackend(name), detectDefault);
+registerDevice('DISK', (name) => new DiskBackend(name));
