@@ -134,6 +134,10 @@ export class Tensor {
     return this._requiresGrad;
   }
   set requiresGrad(on: boolean) {
+    if (on && !this.dtype.isFloat)
+      throw new Error(
+        `requiresGrad: gradients need a float tensor, this one is ${this.dtype.name}; create it with { dtype: dtypes.float32 }`,
+      );
     if (on && this.gradRef === undefined) {
       // a graph without buffers (zeros, ones, arange, ...) is the same node as every equal constant elsewhere
       // (hash-consing), so such a tensor gets a buffer of its own: its gradient must be its alone

@@ -42,3 +42,14 @@ describe('errors', () => {
     expect(() => new Tensor([[1, 2], [3]])).toThrow(/ragged nested array/);
   });
 });
+
+describe('requiresGrad', () => {
+  it('is refused on an integer tensor, whose gradient would be truncated', () => {
+    expect(() => new Tensor([[1, 2, 3]], { requiresGrad: true })).toThrow(
+      /requiresGrad: gradients need a float tensor, this one is int32/,
+    );
+    expect(
+      new Tensor([[1, 2, 3]], { requiresGrad: true, dtype: dtypes.float32, device: 'JS' }).requiresGrad,
+    ).toBe(true);
+  });
+});
