@@ -65,20 +65,9 @@ export function getBuffers(model: unknown): Tensor[] {
   return [...new Set(namedTensors(model).flatMap(([, t]) => (t.requiresGrad ? [] : [t])))];
 }
 
-/**
- * Makes target stand for value: target's graph becomes value's (lazily; the next realize of target computes
- * it). Other graphs built from target's old value keep that value. Shape, dtype and device must match.
- */
+/** Sets target's value to value in place (Tensor.assign): a realized target keeps its buffer. */
 export function assign(target: Tensor, value: Tensor): void {
-  if (
-    value.device !== target.device ||
-    value.dtype !== target.dtype ||
-    fmt(value.shape) !== fmt(target.shape)
-  )
-    throw new Error(
-      `assign: value ${fmt(value.shape)} ${value.dtype.name} on ${value.device} does not match target ${fmt(target.shape)} ${target.dtype.name} on ${target.device}; cast, reshape or move it first`,
-    );
-  target.uop = value.uop;
+  target.assign(value);
 }
 
 /**

@@ -103,7 +103,7 @@ function findRealized(roots: readonly UOp[]): Set<UOp> {
       else list.push(u);
     }
   for (const r of roots) if (!isStorage(r)) realized.add(r);
-  for (const u of order) if (u.op === Ops.CONTIGUOUS) realized.add(u);
+  for (const u of order) if (u.op === Ops.CONTIGUOUS || u.op === Ops.AFTER) realized.add(u);
   const memo = new Map<UOp, boolean>();
   for (const u of order) {
     if (u.op !== Ops.EXPAND || numel(u) <= numel(u.src[0]!)) continue;
@@ -288,6 +288,23 @@ class KernelBuilder {
   }
 }
 
+/** The kernel storing `value` (a tensor-level node) into the tensor-level buffer `out`. */
+function kernelFor(value: UOp, out: UOp, bufferOf: Map<UOp, UOp>): Kernel {
+  const kb = new KernelBuilder((x) => (x === value ? undefined : bufferOf.get(x)), out);
+  const shape = value.shape!;
+  const ranges = shape.map((d) => kb.range(d, AxisType.LOOP));
+  const address = UOp.make(Ops.INDEX, [kb.param(out), linearIndex(ranges, shape)]);
+  const store = UOp.make(Ops.STORE, [address, kb.lower(value, ranges, TRUE())]);
+  const loops = ranges.filter((r) => r.op === Ops.RANGE);
+  return { ast: UOp.sink(loops.length ? UOp.make(Ops.END, [store, ...loops]) : store), bufs: kb.bufs };
+}
+
+/** Whether a kernel reads its output buffer only at the element it writes (so writing in place is safe). */
+function readsOnlyWhereItWrites(k: Kernel): boolean {
+  const out = k.ast.toposort().find((u) => u.op === Ops.STORE)!.src[0]!;
+  return k.ast.toposort().every((u) => u.op !== Ops.INDEX || u.src[0] !== out.src[0] || u === out);
+}
+
 /** The kernels that compute `roots`, in an order where every kernel runs after the kernels it reads. */
 export function rangeify(roots: readonly UOp[], device: (u: UOp) => string): Schedule {
   const realized = findRealized(roots);
@@ -298,21 +315,22 @@ export function rangeify(roots: readonly UOp[], device: (u: UOp) => string): Sch
   // sources before users: a kernel's inputs are scheduled before it
   for (const u of UOp.sink(...roots).toposort()) {
     if (!realized.has(u)) continue;
-    const out = newBuffer(u.shape!, u.dtype, device(u));
+    // an assign, AFTER(buf, STORE(buf, value)), writes value into buf itself
+    const isAssign = u.op === Ops.AFTER;
+    const value = isAssign ? u.src[1]!.src[1]! : u;
+    const out = isAssign ? u.src[0]! : newBuffer(u.shape!, u.dtype, device(u));
+    // an empty result needs no kernel (and its loops would not hold the store once indices fold)
+    if (!u.shape!.includes(0)) {
+      const k = kernelFor(value, out, bufferOf);
+      if (!isAssign || readsOnlyWhereItWrites(k)) kernels.push(k);
+      else {
+        // the value reads other elements of the buffer it overwrites: compute it aside, then copy
+        const temp = newBuffer(u.shape!, u.dtype, device(u));
+        kernels.push(kernelFor(value, temp, bufferOf), kernelFor(temp, out, bufferOf));
+      }
+    }
     bufferOf.set(u, out);
     if (roots.includes(u)) outputs.set(u, out);
-    // an empty result needs no kernel (and its loops would not hold the store once indices fold)
-    if (u.shape!.includes(0)) continue;
-    const kb = new KernelBuilder((x) => (x === u ? undefined : bufferOf.get(x)), out);
-    const ranges = u.shape!.map((d) => kb.range(d, AxisType.LOOP));
-    const value = kb.lower(u, ranges, TRUE());
-    const store = UOp.make(Ops.STORE, [
-      UOp.make(Ops.INDEX, [kb.param(out), linearIndex(ranges, u.shape!)]),
-      value,
-    ]);
-    const loops = ranges.filter((r) => r.op === Ops.RANGE);
-    const body = loops.length ? UOp.make(Ops.END, [store, ...loops]) : store;
-    kernels.push({ ast: UOp.sink(body), bufs: kb.bufs });
   }
   return { kernels, outputs };
 }

@@ -458,6 +458,22 @@ export class Tensor {
   contiguous(): Tensor {
     return this.wrap(UOp.make(Ops.CONTIGUOUS, [this.uop]));
   }
+  /**
+   * Sets this tensor's value to `value`, lazily. A realized tensor keeps its buffer: the value is written
+   * into it (the spec's assign, STORE then AFTER), so kernels captured by a JIT see the update.
+   */
+  assign(value: Tensor | ConstValue): this {
+    const v =
+      value instanceof Tensor ? value : this.wrap(UOp.const(this.dtype, value)).broadcastTo(this.shape);
+    if (v.device !== this.device || v.dtype !== this.dtype || !shapesEqual(v.shape, this.shape))
+      throw new Error(
+        `assign: the value is (${v.shape.join(', ')}) ${v.dtype.name} on ${v.device}, the tensor (${this.shape.join(', ')}) ${this.dtype.name} on ${this.device}; cast, reshape or move the value first`,
+      );
+    const buf = this.uop.op === Ops.AFTER ? this.uop.src[0]! : this.uop;
+    this.uop = buf.op === Ops.BUFFER ? UOp.make(Ops.AFTER, [buf, UOp.make(Ops.STORE, [buf, v.uop])]) : v.uop;
+    return this;
+  }
+
   /** A copy in a buffer of its own. */
   clone(): Tensor {
     return this.contiguous();

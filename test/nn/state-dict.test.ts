@@ -131,12 +131,14 @@ describe('loadStateDict', () => {
 });
 
 describe('assign', () => {
-  it('rebinds a tensor to a value of the same shape, dtype and device', () => {
+  it('writes a value into a realized tensor in place, keeping its buffer', () => {
     const t = Tensor.zeros([2]).realize();
+    const buffer = t.uop;
     assign(t, new Tensor([1.5, 2]));
     expect(data(t)).toEqual([1.5, 2]);
+    expect(t.uop).toBe(buffer);
     expect(() => assign(t, Tensor.zeros([3]))).toThrow(
-      /assign: value \(3\) float32 on JS does not match target \(2\) float32 on JS/,
+      /assign: the value is \(3\) float32 on JS, the tensor \(2\) float32 on JS/,
     );
   });
 });

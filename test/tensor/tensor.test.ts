@@ -210,3 +210,24 @@ describe('store or recompute', () => {
     expect((costly.tolist() as number[])[0]).toBeCloseTo(8 * Math.exp(0.5), 4);
   });
 });
+
+describe('assign', () => {
+  for (const device of DEVICES)
+    it(`writes in place on ${device}, safely when the value reads other elements of the buffer`, () => {
+      const t = new Tensor([1, 2, 3, 4], { device, dtype: dtypes.float32 });
+      const buffer = t.uop;
+      t.assign(t.mul(2).add(1));
+      expect(t.tolist()).toEqual([3, 5, 7, 9]);
+      expect(t.uop).toBe(buffer);
+      t.assign(t.flip(0)); // reads element 3 - i while writing element i: computed aside first
+      expect(t.tolist()).toEqual([9, 7, 5, 3]);
+      expect(t.uop).toBe(buffer);
+      // a lazy graph reads the buffer as it is when realized: after the next assign here (as in tinygrad)
+      const before = t.add(0);
+      t.assign(t.sub(3)).realize();
+      expect(before.tolist()).toEqual([6, 4, 2, 0]);
+      expect(() => t.assign(new Tensor([1, 2], { device, dtype: dtypes.float32 }))).toThrow(
+        /assign: the value is \(2\)/,
+      );
+    });
+});
