@@ -9,6 +9,7 @@ export {
   promoteAll,
   truncate,
 } from './dtype.ts';
+export { type Jitted, jit } from './engine/jit.ts';
 export { Context, ContextVar, DEBUG, SPEC } from './helpers.ts';
 export * from './nn/index.ts';
 export { Device } from './runtime/device.ts';

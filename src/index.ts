@@ -2,4 +2,5 @@
 import './runtime/node.ts';
 
 export * from './browser.ts';
+export { type Idx, type Mnist, type MnistOptions, mnist, readIdx } from './nn/datasets.ts';
 export { type SafeLoadOptions, safeLoad, safeMetadata, safeSave } from './nn/state.ts';

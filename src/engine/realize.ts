@@ -112,6 +112,27 @@ function makePlan(body: UOp, inputs: number, device: string): Plan {
   return { steps, inputs, created, outputs, slotOf, slots };
 }
 
+/** A kernel launch as a JIT records it: the program and the buffers it ran on. */
+export interface Launch {
+  program: Program;
+  bufs: DeviceBuffer[];
+}
+let recording: Launch[] | undefined;
+
+/** Records every kernel launch that fn makes (fn still runs them); intermediate storage is kept alive. */
+export function recordLaunches(fn: () => void): Launch[] {
+  if (recording !== undefined)
+    throw new Error('jit: a jitted function cannot run inside another one being captured');
+  const launches: Launch[] = [];
+  recording = launches;
+  try {
+    fn();
+  } finally {
+    recording = undefined;
+  }
+  return launches;
+}
+
 function runPlan(plan: Plan, inputs: readonly UOp[], device: string): UOp[] {
   const table: DeviceBuffer[] = inputs.map(deviceBuffer);
   const outBuffers = new Map<number, UOp>();
@@ -130,11 +151,9 @@ function runPlan(plan: Plan, inputs: readonly UOp[], device: string): UOp[] {
   });
   for (const step of plan.steps) {
     const { program, display, flops } = step.kernel;
-    const seconds = program.run(
-      step.refs.map((i) => table[i]!),
-      [],
-      DEBUG.value >= 2,
-    );
+    const bufs = step.refs.map((i) => table[i]!);
+    recording?.push({ program, bufs });
+    const seconds = program.run(bufs, [], DEBUG.value >= 2);
     if (DEBUG.value >= 2) {
       const pad = ' '.repeat(Math.max(0, 24 - program.name.length));
       const rate = (n: number) => (seconds > 0 ? (n / seconds / 1e9).toFixed(2) : '-').padStart(8);
@@ -143,7 +162,8 @@ function runPlan(plan: Plan, inputs: readonly UOp[], device: string): UOp[] {
       );
     }
   }
-  for (const b of storage) b?.free();
+  // recorded launches go on using the intermediate storage; otherwise it returns to the allocator
+  if (recording === undefined) for (const b of storage) b?.free();
   return plan.outputs.map((i) => outBuffers.get(i) ?? inputs[i]!);
 }
 
