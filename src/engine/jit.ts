@@ -96,8 +96,7 @@ export function jit<A extends Tensor[], R extends Tensor | readonly Tensor[]>(
   };
 
   function replay(c: Captured, args: readonly Tensor[]): R {
-    const swap = new Map<DeviceBuffer, DeviceBuffer>();
-    c.inputs.forEach((b, i) => swap.set(b, deviceBuffer(args[i]!.uop)));
+    const swap = new Map(c.inputs.map((b, i) => [b, deviceBuffer(args[i]!.uop)] as const));
     for (const { program, bufs } of c.launches) program.run(bufs.map((b) => swap.get(b) ?? b));
     const outs = c.outputs.map((u) => Tensor.fromUOp(u, (u.arg as ArgOf<Ops.BUFFER>).device as string));
     return (c.single ? outs[0] : outs) as unknown as R;
