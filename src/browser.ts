@@ -12,8 +12,15 @@ export {
 export { type Jitted, jit } from './engine/jit.ts';
 export { Context, ContextVar, DEBUG, SPEC } from './helpers.ts';
 export * from './nn/index.ts';
-export { Device } from './runtime/device.ts';
-export { type NestedArray, Tensor, type TensorData, type TensorOptions } from './tensor/index.ts';
+export { Device, type MemoryStats, memoryStats } from './runtime/device.ts';
+export {
+  type FnOptions,
+  fn,
+  type NestedArray,
+  Tensor,
+  type TensorData,
+  type TensorOptions,
+} from './tensor/index.ts';
 export {
   type Arg,
   type ArgOf,

@@ -8,14 +8,23 @@ import type { UOp } from '../uop/uop.ts';
 const memory = new WeakMap<UOp, DeviceBuffer>();
 // BUFFER nodes whose data is copied from another buffer (a DISK file range) when they are first used
 const sources = new WeakMap<UOp, DeviceBuffer>();
+// BUFFER nodes whose memory Tensor.dispose() freed: any graph still reading them must not run
+const released = new WeakSet<UOp>();
 
 const numel = (buf: UOp) => buf.shape!.reduce<number>((n, d) => n * (d as number), 1);
 
-/** The DeviceBuffer of a BUFFER node, allocated (and filled from its source, if it has one) on first use. */
+/**
+ * The DeviceBuffer of a BUFFER node, allocated (and filled from its source, if it has one) on first use.
+ * Realize takes its inputs' buffers here before any kernel runs, so a graph reading a released buffer fails whole.
+ */
 export function deviceBuffer(buf: UOp): DeviceBuffer {
   let b = memory.get(buf);
   if (b === undefined) {
     const a = buf.arg as ArgOf<Ops.BUFFER>;
+    if (released.has(buf))
+      throw new Error(
+        `a graph reads a buffer (${buf.shape!.join(', ')}) ${a.dtype.name} on ${a.device} that Tensor.dispose() freed; dispose a tensor only after everything computed from it is realized`,
+      );
     b = new DeviceBuffer(a.device as string, numel(buf), a.dtype).allocate();
     const src = sources.get(buf);
     // the source is kept until the copy succeeds, so that a failed read can be retried
@@ -24,6 +33,14 @@ export function deviceBuffer(buf: UOp): DeviceBuffer {
     memory.set(buf, b);
   }
   return b;
+}
+
+/** Frees a BUFFER node's memory now (back to the allocator's cache); the node cannot be used afterwards. */
+export function releaseBuffer(buf: UOp): void {
+  memory.get(buf)?.free();
+  memory.delete(buf);
+  sources.delete(buf);
+  released.add(buf);
 }
 
 /** Gives `buf` the contents of `src`, copied when buf is first used rather than now (lazy loading). */
@@ -45,7 +62,7 @@ export function setBufferData(buf: UOp, values: StorageArray): void {
   deviceBuffer(buf).copyin(values);
 }
 
-/** A view of a realized BUFFER's data (valid until the buffer is written again). */
+/** A view of a realized BUFFER's data (valid until the buffer is written again, freed or dropped). */
 export function bufferData(buf: UOp): StorageArray {
   return deviceBuffer(buf).view();
 }

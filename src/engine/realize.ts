@@ -11,6 +11,7 @@ import { Device } from '../runtime/device.ts';
 import { callify } from '../schedule/callify.ts';
 import { planMemory } from '../schedule/memory.ts';
 import { newBuffer, rangeify, type Schedule } from '../schedule/rangeify.ts';
+import { resolveFunctions } from '../schedule/resolve.ts';
 import { type ArgOf, Ops } from '../uop/ops.ts';
 import { printLinear, toCode } from '../uop/print.ts';
 import type { UOp } from '../uop/uop.ts';
@@ -178,7 +179,7 @@ export function realize(tensors: readonly Realizable[]): void {
     );
   const device = pending[0]!.device;
   const t0 = performance.now();
-  const { body, inputs } = callify(pending.map((t) => t.uop));
+  const { body, inputs } = callify(resolveFunctions(pending.map((t) => t.uop)));
   const key = `${device}|${body.key}`;
   let plan = plans.get(key);
   const cached = plan !== undefined;
@@ -196,7 +197,7 @@ export function realize(tensors: readonly Realizable[]): void {
 /** The kernels realizing these tensors would run, without running them (for tests and tools). */
 export function scheduleOf(tensors: readonly Realizable[]): Schedule {
   const pending = tensors.filter((t) => t.uop.op !== Ops.BUFFER);
-  return rangeify(callify(pending.map((t) => t.uop)).body.src, () => tensors[0]!.device);
+  return rangeify(callify(resolveFunctions(pending.map((t) => t.uop))).body.src, () => tensors[0]!.device);
 }
 
 /** How many schedules are cached (for tests). */

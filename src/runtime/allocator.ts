@@ -59,11 +59,6 @@ export abstract class Allocator<M = unknown> {
     this.trim(this.maxCachedBytes);
   }
 
-  /** Accounts for a block that was garbage collected without free(): it is gone, not cached. */
-  forget(nbytes: number): void {
-    this.bytesInUse -= nbytes;
-  }
-
   /** Drops every cached block. */
   clearCache(): void {
     this.trim(0);

@@ -4,9 +4,12 @@ import type { Allocator } from './allocator.ts';
 import type { Backend } from './backend.ts';
 import { Device } from './device.ts';
 
-// a buffer dropped without free() leaves the allocator's count of bytes in use when it is collected
-const collected = new FinalizationRegistry<{ allocator: Allocator; nbytes: number }>(
-  ({ allocator, nbytes }) => allocator.forget(nbytes),
+// A buffer dropped without free() returns its memory to the allocator's cache once it is collected. The
+// registry holds the memory, not the buffer; what else could still reach that memory is a view from view()
+// kept after its buffer was dropped, which view() documents as invalid then. Collection happens only after
+// the job that dropped the buffer ends, so memory comes back at the next await, not inside a synchronous loop.
+const collected = new FinalizationRegistry<{ allocator: Allocator; mem: unknown; nbytes: number }>(
+  ({ allocator, mem, nbytes }) => allocator.free(mem, nbytes),
 );
 
 const bytesOf = (a: StorageArray) => new Uint8Array(a.buffer, a.byteOffset, a.byteLength);
@@ -15,6 +18,7 @@ export class DeviceBuffer {
   readonly backend: Backend;
   readonly nbytes: number;
   private mem: unknown;
+  private freed = false;
   private cachedView: StorageArray | undefined;
 
   constructor(
@@ -45,8 +49,12 @@ export class DeviceBuffer {
   /** Allocates the memory now (it is otherwise allocated on first use). A reused block holds stale data. */
   allocate(): this {
     if (this.mem === undefined) {
-      this.mem = this.backend.allocator.alloc(this.nbytes);
-      collected.register(this, { allocator: this.backend.allocator, nbytes: this.nbytes }, this);
+      // a freed buffer may still sit in a JIT's recorded launches: it must fail there, not run on new memory
+      if (this.freed)
+        throw new Error(`${this} was freed (by free() or Tensor.dispose()); it cannot be used again`);
+      const { allocator } = this.backend;
+      this.mem = allocator.alloc(this.nbytes);
+      collected.register(this, { allocator, mem: this.mem, nbytes: this.nbytes }, this);
     }
     return this;
   }
@@ -56,7 +64,10 @@ export class DeviceBuffer {
     return this.allocate().mem;
   }
 
-  /** The memory as a storage array (float16 as Uint16Array bits, bool as 0/1 bytes), shared, not copied. */
+  /**
+   * The memory as a storage array (float16 as Uint16Array bits, bool as 0/1 bytes), shared, not copied; valid
+   * while this buffer is neither freed nor dropped (its memory then goes to other buffers).
+   */
   view(): StorageArray {
     if (this.cachedView === undefined) {
       const bytes = this.backend.allocator.bytes(this.memory, this.nbytes);
@@ -82,8 +93,9 @@ export class DeviceBuffer {
     return out;
   }
 
-  /** Returns the memory to the allocator's cache; views taken before now must not be used after. */
+  /** Returns the memory to the allocator's cache for good: using the buffer afterwards throws. */
   free(): void {
+    this.freed = true;
     if (this.mem === undefined) return;
     this.backend.allocator.free(this.mem, this.nbytes);
     collected.unregister(this);

@@ -68,3 +68,19 @@ export class Device {
     DEV.value = Device.canonicalize(name);
   }
 }
+
+/** What a device's memory holds: bytes in live buffers and bytes freed and cached for reuse. */
+export interface MemoryStats {
+  bytesInUse: number;
+  bytesCached: number;
+}
+
+/**
+ * The memory a device (the default one unless named) holds now. Buffers of tensors that are no longer
+ * reachable return to the cache once garbage collected, which happens after the current job: a synchronous
+ * loop sees them come back at its next await. `Tensor.dispose()` returns a buffer at once.
+ */
+export function memoryStats(device?: string): MemoryStats {
+  const { bytesInUse, bytesCached } = Device.get(device ?? Device.default).allocator;
+  return { bytesInUse, bytesCached };
+}

@@ -1,4 +1,5 @@
 // Autograd: a table of derivative rules on UOps, one per primitive, and the reverse walk that applies them.
+import { resolveFunctions } from '../schedule/resolve.ts';
 import { type ArgOf, Ops, opName, type ReduceOp } from '../uop/ops.ts';
 import { fmtShape, type Shape } from '../uop/shape.ts';
 import { UOp } from '../uop/uop.ts';
@@ -117,7 +118,11 @@ const RULES: Partial<Record<Ops, Rule | null>> = {
  * differentiable ops. Only nodes on a path from a target to root are visited, in reverse topological order
  * (no recursion); a target absent from the result gets no gradient.
  */
-export function computeGradients(root: UOp, rootGrad: UOp, targets: ReadonlySet<UOp>): Map<UOp, UOp> {
+export function computeGradients(root: UOp, rootGrad: UOp, wanted: ReadonlySet<UOp>): Map<UOp, UOp> {
+  // gradients flow through functions once their bodies are inlined; a target may be a function's output
+  const [resolvedRoot, ...resolvedTargets] = resolveFunctions([root, ...wanted]);
+  root = resolvedRoot!;
+  const targets = new Set(resolvedTargets);
   const order = root.toposort();
   // gradients are real-valued: integer and bool nodes carry none
   const onPath = new Set<UOp>();
@@ -146,10 +151,10 @@ export function computeGradients(root: UOp, rootGrad: UOp, targets: ReadonlySet<
     });
   }
   const out = new Map<UOp, UOp>();
-  for (const t of targets) {
-    const g = grads.get(t);
+  [...wanted].forEach((t, i) => {
+    const g = grads.get(resolvedTargets[i]!);
     if (g !== undefined) out.set(t, g);
-  }
+  });
   return out;
 }
 

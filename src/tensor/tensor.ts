@@ -10,7 +10,7 @@ import {
   toStorage,
   truncate,
 } from '../dtype.ts';
-import { bufferData, setBufferData } from '../engine/buffers.ts';
+import { bufferData, releaseBuffer, setBufferData } from '../engine/buffers.ts';
 import { realize } from '../engine/realize.ts';
 import { Device } from '../runtime/device.ts';
 import { newBuffer } from '../schedule/rangeify.ts';
@@ -117,9 +117,10 @@ export class Tensor {
   static readonly float32 = dtypes.float32;
   static readonly int32 = dtypes.int32;
   static readonly bool = dtypes.bool;
-  /** The graph this tensor stands for (a BUFFER once realized). */
-  uop: UOp;
   readonly device: string;
+  private _uop: UOp | undefined;
+  // what dispose() left behind, for the error a later use throws
+  private disposedAs = '';
   private _requiresGrad = false;
   private gradRef: WeakRef<Tensor> | undefined;
 
@@ -127,6 +128,33 @@ export class Tensor {
     this.device = Device.canonicalize(opts.device ?? Device.default);
     this.uop = data instanceof UOp ? data : bufferFrom(data, opts.dtype, this.device);
     this.requiresGrad = opts.requiresGrad ?? false;
+  }
+
+  /** The graph this tensor stands for (a BUFFER once realized). */
+  get uop(): UOp {
+    if (this._uop === undefined)
+      throw new Error(`${this.disposedAs}: tensor was disposed; it cannot be used after dispose()`);
+    return this._uop;
+  }
+  set uop(u: UOp) {
+    this._uop = u;
+  }
+
+  /**
+   * Frees this tensor's buffer now, back to the allocator for reuse, instead of when the tensor is garbage
+   * collected. The tensor gives its buffer up: using it afterwards throws, and so does realizing any graph
+   * that still reads the buffer (a tensor built from this one and not yet realized, another tensor over the
+   * same buffer, a JIT whose captured kernels use it). An unrealized tensor only drops its graph.
+   */
+  dispose(): void {
+    const u = this._uop;
+    if (u === undefined) return;
+    this.disposedAs = `Tensor (${u.shape!.join(', ')}) ${u.dtype.name} on ${this.device}`;
+    // a pending assign (AFTER) writes into the tensor's own buffer, which goes too
+    const buf = u.op === Ops.AFTER ? u.src[0]! : u;
+    if (buf.op === Ops.BUFFER) releaseBuffer(buf);
+    this._uop = undefined;
+    this._requiresGrad = false; // backward() looks at every tensor with requiresGrad
   }
 
   /** Whether backward() fills this tensor's `.grad`. */
@@ -558,6 +586,7 @@ export class Tensor {
   }
 
   toString(): string {
+    if (this._uop === undefined) return `<${this.disposedAs}, disposed>`;
     return `<Tensor shape=(${this.shape.join(', ')}) dtype=${this.dtype.name} device=${this.device}>`;
   }
 }

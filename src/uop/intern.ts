@@ -67,9 +67,21 @@ function sameIdentity(u: UOp, op: Ops, src: readonly UOp[], arg: Arg, argKey: st
 }
 
 // A small direct-mapped cache of recent nodes, held strongly: most lookups that hit find their node here,
-// which skips WeakRef.deref (each deref pins its target for the rest of the job).
+// which skips WeakRef.deref (each deref pins its target for the rest of the job). It is emptied when the
+// job's microtasks run, so that it never keeps a dropped graph (and the buffers under it) alive past an await.
 export const RECENT = 4096;
 const recent = new Array<UOp | undefined>(RECENT);
+let clearing = false;
+function remember(h: number, u: UOp): void {
+  recent[h & (RECENT - 1)] = u;
+  if (clearing) return;
+  clearing = true;
+  // a promise reaction, not queueMicrotask: it exists in every JS context, bare ones included
+  void Promise.resolve().then(() => {
+    recent.fill(undefined);
+    clearing = false;
+  });
+}
 
 export function lookup(
   h: number,
@@ -85,11 +97,16 @@ export function lookup(
   if (b === undefined) return undefined;
   if (!Array.isArray(b)) {
     const u = b.deref();
-    return u !== undefined && sameIdentity(u, op, src, arg, argKey, tag) ? u : undefined;
+    if (u === undefined || !sameIdentity(u, op, src, arg, argKey, tag)) return undefined;
+    remember(h, u);
+    return u;
   }
   for (const r of b) {
     const u = r.deref();
-    if (u !== undefined && sameIdentity(u, op, src, arg, argKey, tag)) return u;
+    if (u !== undefined && sameIdentity(u, op, src, arg, argKey, tag)) {
+      remember(h, u);
+      return u;
+    }
   }
   return undefined;
 }
@@ -102,5 +119,5 @@ export function insert(h: number, u: UOp): void {
   else buckets.set(h, [b, ref]);
   live++;
   reclaim.register(u, h);
-  recent[h & (RECENT - 1)] = u;
+  remember(h, u);
 }

@@ -1,0 +1,119 @@
+// Memory: dispose() frees at once, collected tensors return their buffers for reuse, and training stays flat.
+import { setFlagsFromString } from 'node:v8';
+import { runInNewContext } from 'node:vm';
+import { describe, expect, it } from 'vitest';
+import { jit } from '../../src/engine/jit.ts';
+import { Context } from '../../src/helpers.ts';
+import { Linear, SGD } from '../../src/nn/index.ts';
+import { memoryStats } from '../../src/runtime/device.ts';
+import { Tensor } from '../../src/tensor/index.ts';
+
+setFlagsFromString('--expose-gc');
+const gc = runInNewContext('gc') as () => void;
+const tick = () => new Promise((resolve) => setTimeout(resolve, 0));
+// weakly held objects live until the job ends, and finalizers run in later tasks: end the job, collect, wait
+async function settle(): Promise<void> {
+  for (let i = 0; i < 3; i++) {
+    await tick();
+    gc();
+  }
+  await tick();
+}
+
+const JS = 'JS';
+
+describe('dispose', () => {
+  it('frees the buffer at once, and the next allocation of its size takes it from the cache', () => {
+    const t = new Tensor(new Float32Array(1001), { device: JS });
+    const before = memoryStats(JS);
+    t.dispose();
+    const freed = memoryStats(JS);
+    expect(freed.bytesInUse).toBe(before.bytesInUse - 4004);
+    expect(freed.bytesCached).toBe(before.bytesCached + 4004);
+    const u = new Tensor(new Float32Array(1001).fill(2), { device: JS });
+    expect(memoryStats(JS)).toEqual(before);
+    expect(u.sum().item()).toBe(2002);
+  });
+
+  it('makes every later use of the tensor throw; disposing twice does nothing', () => {
+    const t = new Tensor([1, 2, 3], { device: JS });
+    t.dispose();
+    t.dispose();
+    expect(() => t.add(1)).toThrow('Tensor (3) int32 on JS: tensor was disposed');
+    expect(() => t.tolist()).toThrow('tensor was disposed');
+    expect(() => t.realize()).toThrow('tensor was disposed');
+    expect(String(t)).toBe('<Tensor (3) int32 on JS, disposed>');
+  });
+
+  it('makes realize refuse a graph that still reads the freed buffer', () => {
+    const a = new Tensor([1, 2, 3], { device: JS });
+    const b = a.mul(2);
+    a.dispose();
+    expect(() => b.realize()).toThrow(
+      'a graph reads a buffer (3) int32 on JS that Tensor.dispose() freed; dispose a tensor only after everything computed from it is realized',
+    );
+  });
+
+  it('makes a JIT whose captured kernels use the buffer throw instead of running on freed memory', () => {
+    const w = new Tensor([1, 2], { device: JS });
+    const f = jit((x: Tensor) => x.mul(w));
+    const x = new Tensor([3, 4], { device: JS });
+    for (let i = 0; i < 3; i++) expect(f(x).tolist()).toEqual([3, 8]);
+    w.dispose();
+    expect(() => f(x)).toThrow('DeviceBuffer(JS, 2 x int32) was freed (by free() or Tensor.dispose())');
+  });
+});
+
+describe('memory', () => {
+  it('returns the buffers of unreachable tensors to the cache', async () => {
+    await settle();
+    const before = memoryStats(JS);
+    (() => new Tensor(new Float32Array(777), { device: JS }).add(1).realize())();
+    expect(memoryStats(JS).bytesInUse).toBe(before.bytesInUse + 2 * 3108);
+    await settle();
+    expect(memoryStats(JS).bytesInUse).toBe(before.bytesInUse);
+    expect(memoryStats(JS).bytesCached).toBeGreaterThanOrEqual(2 * 3108);
+  });
+
+  // Linear(16, 8), relu, Linear(8, 1), SGD, on new input tensors every step
+  function trainer(useJit: boolean) {
+    Tensor.manualSeed(7);
+    const [l1, l2] = Context.with({ DEV: JS }, () => [new Linear(16, 8), new Linear(8, 1)] as const);
+    const opt = new SGD([l1.weight, l1.bias!, l2.weight, l2.bias!], { lr: 0.05 });
+    const xs = Array.from({ length: 4 }, (_, i) =>
+      Float32Array.from({ length: 64 }, (_, j) => Math.sin(i + j)),
+    );
+    const ys = xs.map((x) => Float32Array.from({ length: 4 }, (_, r) => x[r * 16]! + x[r * 16 + 1]!));
+    const body = (x: Tensor, y: Tensor) => {
+      opt.zeroGrad();
+      const loss = l2.forward(l1.forward(x).relu()).sub(y).square().mean();
+      loss.backward();
+      opt.step(loss);
+      return loss;
+    };
+    const step = useJit ? jit(body) : body;
+    return (i: number) =>
+      step(
+        new Tensor(xs[i % 4]!, { device: JS }).reshape([4, 16]),
+        new Tensor(ys[i % 4]!, { device: JS }).reshape([4, 1]),
+      ).item() as number;
+  }
+
+  for (const useJit of [true, false])
+    it(`stays flat over 2,000 ${useJit ? 'JIT' : 'non-JIT'} training steps`, async () => {
+      const step = trainer(useJit);
+      const losses: number[] = [];
+      let at100 = 0;
+      for (let i = 1; i <= 2000; i++) {
+        losses.push(step(i));
+        if (i % 50 === 0) await settle();
+        if (i === 100) at100 = memoryStats(JS).bytesInUse;
+      }
+      const at2000 = memoryStats(JS).bytesInUse;
+      // a leak of one 4-byte loss buffer a step would add 7,600 bytes
+      expect(Math.abs(at2000 - at100)).toBeLessThanOrEqual(256);
+      expect(losses.slice(-4).reduce((a, b) => a + b)).toBeLessThan(
+        losses.slice(0, 4).reduce((a, b) => a + b),
+      );
+    }, 60_000);
+});
