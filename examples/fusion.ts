@@ -1,7 +1,11 @@
 // tsgrad's main demo for now: a small lazy program, the kernels it fuses into, and its result.
 import { Context, Device, Tensor } from '../src/index.ts';
 
-const a = Tensor.arange(12).reshape([3, 4]).cast(Tensor.float32);
+const a = new Tensor([
+  [0, 1, 2, 3],
+  [4, 5, 6, 7],
+  [8, 9, 10, 11],
+]).cast(Tensor.float32);
 const b = new Tensor([[0.5, -1, 2, 0.25]]);
 const c = new Tensor([1, -1, 1, -1]).reshape([1, 4]);
 
