@@ -111,10 +111,14 @@ function findRealized(roots: readonly UOp[]): Set<UOp> {
     while (GroupOp.Movement.has(v.op)) v = v.src[0]!;
     if (!isStorage(v) && v.op !== Ops.REDUCE && v.op !== Ops.CONST && costly(v, memo)) realized.add(v);
   }
-  // users first, so a reduce knows whether the reduces above it are realized
+  // users first, so a reduce knows whether the reduces above it are realized. A reduce over constants only
+  // (an arange's prefix sum, a mask) stays fused: codegen collapses such counting loops
+  const readsMemory = new Map<UOp, boolean>();
+  for (const u of order) readsMemory.set(u, isStorage(u) || u.src.some((x) => readsMemory.get(x)));
   for (let i = order.length - 1; i >= 0; i--) {
     const u = order[i]!;
-    if (u.op === Ops.REDUCE && !realized.has(u) && !fusable(u, users, realized)) realized.add(u);
+    if (u.op === Ops.REDUCE && !realized.has(u) && readsMemory.get(u) && !fusable(u, users, realized))
+      realized.add(u);
   }
   return realized;
 }
