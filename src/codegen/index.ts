@@ -8,7 +8,9 @@ import type { UOp } from '../uop/uop.ts';
 import { reduceToAccumulators } from './accumulate.ts';
 import { collapseReduces } from './collapse.ts';
 import { decompose } from './decompose.ts';
+import { expandRanges } from './expand.ts';
 import { linearize } from './linearize.ts';
+import { applyOpts, type Opt } from './opt/opts.ts';
 
 export interface LoweredKernel {
   name: string;
@@ -74,14 +76,18 @@ function countFlops(linear: UOp): number {
 export interface LowerOptions {
   /** Ops the target cannot run: they are rebuilt from primitives (src/codegen/decompose.ts). */
   lacks?: ReadonlySet<Ops>;
+  /** Kernel optimizations applied first, left to right (src/codegen/opt/opts.ts). */
+  opts?: readonly Opt[];
 }
 
 export function lowerKernel(ast: UOp, opts: LowerOptions = {}): LoweredKernel {
   verifyStage(ast, 'kernel');
-  let k = graphRewrite(ast, symbolic, { name: 'simplify indices', ctx: {} });
+  let k = applyOpts(ast, opts.opts ?? []);
+  k = graphRewrite(k, symbolic, { name: 'simplify indices', ctx: {} });
   k = decompose(k, opts.lacks ?? new Set());
   k = collapseReduces(k);
   const named = k; // named after the loops that remain
+  k = expandRanges(k);
   k = reduceToAccumulators(k);
   const linear = linearize(k);
   verifyStage(linear, 'linear');

@@ -11,7 +11,7 @@ import { Device } from '../runtime/device.ts';
 import { callify } from '../schedule/callify.ts';
 import { planMemory } from '../schedule/memory.ts';
 import { newBuffer, rangeify, type Schedule } from '../schedule/rangeify.ts';
-import { resolveFunctions } from '../schedule/resolve.ts';
+import { bindBody, resolveFunctions } from '../schedule/resolve.ts';
 import { type ArgOf, Ops } from '../uop/ops.ts';
 import { printLinear, toCode } from '../uop/print.ts';
 import type { UOp } from '../uop/uop.ts';
@@ -168,6 +168,29 @@ function runPlan(plan: Plan, inputs: readonly UOp[], device: string): UOp[] {
   return plan.outputs.map((i) => outBuffers.get(i) ?? inputs[i]!);
 }
 
+const loweredCalls = new WeakMap<UOp, UOp[]>();
+
+/**
+ * A compiled fn call's results as buffers: its arguments are realized, then its body on their buffers, in
+ * a realize of its own, so the body's kernels are never fused with the caller's and its plan is cached by
+ * the body's key (callify turns the argument buffers back into PARAMs).
+ */
+function realizeCall(call: UOp): UOp[] {
+  let results = loweredCalls.get(call);
+  if (results === undefined) {
+    const device = call.device as string;
+    const args = call.src.slice(1).map((uop) => ({ uop, device }));
+    realize(args);
+    const bound = bindBody(
+      call,
+      args.map((a) => a.uop),
+    ).src.map((uop) => ({ uop, device }));
+    realize(bound);
+    loweredCalls.set(call, (results = bound.map((r) => r.uop)));
+  }
+  return results;
+}
+
 /** Computes every tensor's value; afterwards each tensor's uop is the BUFFER holding it. */
 export function realize(tensors: readonly Realizable[]): void {
   const pending = tensors.filter((t) => t.uop.op !== Ops.BUFFER);
@@ -179,7 +202,12 @@ export function realize(tensors: readonly Realizable[]): void {
     );
   const device = pending[0]!.device;
   const t0 = performance.now();
-  const { body, inputs } = callify(resolveFunctions(pending.map((t) => t.uop)));
+  const { body, inputs } = callify(
+    resolveFunctions(
+      pending.map((t) => t.uop),
+      realizeCall,
+    ),
+  );
   const key = `${device}|${body.key}`;
   let plan = plans.get(key);
   const cached = plan !== undefined;
@@ -194,10 +222,21 @@ export function realize(tensors: readonly Realizable[]): void {
   });
 }
 
-/** The kernels realizing these tensors would run, without running them (for tests and tools). */
+/**
+ * The kernels realizing these tensors would run, without running them (for tests and tools); a compiled
+ * fn call among them is realized first, as realize would, and is not part of the schedule.
+ */
 export function scheduleOf(tensors: readonly Realizable[]): Schedule {
   const pending = tensors.filter((t) => t.uop.op !== Ops.BUFFER);
-  return rangeify(callify(resolveFunctions(pending.map((t) => t.uop))).body.src, () => tensors[0]!.device);
+  return rangeify(
+    callify(
+      resolveFunctions(
+        pending.map((t) => t.uop),
+        realizeCall,
+      ),
+    ).body.src,
+    () => tensors[0]!.device,
+  );
 }
 
 /** How many schedules are cached (for tests). */

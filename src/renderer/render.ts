@@ -121,6 +121,8 @@ export function render(lang: Language, name: string, linear: UOp): string {
         depth++;
         continue;
       }
+      case Ops.GROUP: // only orders the stores expand made: they are already emitted
+        continue;
       case Ops.END:
         for (let i = 1; i < u.src.length; i++) {
           depth--;

@@ -1,4 +1,5 @@
 // Function capture (the spec's @function): fn(f) traces f lazily on PARAM placeholders into one FUNCTION node.
+import { resolveFunctions } from '../schedule/resolve.ts';
 import { Ops } from '../uop/ops.ts';
 import { substitute } from '../uop/pattern.ts';
 import { fmtShape } from '../uop/shape.ts';
@@ -11,6 +12,12 @@ export interface FnOptions {
    * read become extra arguments after the explicit ones (a function body holds only PARAMs).
    */
   allowCaptured?: boolean;
+  /**
+   * Lower calls to an opaque CALL instead of a FUNCTION: realize runs the body as its own schedule (its
+   * kernels compiled once, never fused with the caller's) and the caller reads the results' buffers.
+   * Gradients still flow through it, but the backward graph recomputes the body inline.
+   */
+  compiled?: boolean;
 }
 
 const isPlainObject = (x: unknown): x is Record<string, unknown> =>
@@ -53,6 +60,7 @@ const describe = (x: unknown): string =>
  * lazily on placeholders that are PARAM 0, 1, ... of their shapes, dtypes and devices, and returns
  * GETTUPLE(FUNCTION(TUPLE(results), inputs...), i) as tensors: one, or an array when f returns one.
  * Nothing runs; realize (and autograd) inline the body again, so equal bodies share compiled kernels.
+ * With { compiled: true } the node is a CALL, which realize runs apart (see FnOptions.compiled).
  */
 export function fn<A extends unknown[], R extends Tensor | readonly Tensor[]>(
   f: (...args: A) => R,
@@ -65,10 +73,8 @@ export function fn<A extends unknown[], R extends Tensor | readonly Tensor[]>(
     );
     const out = f(...(withPlaceholders(args, placeholders) as A));
     const results = resultTensors(out);
-    let body = UOp.make(
-      Ops.TUPLE,
-      results.map((r) => r.uop),
-    );
+    // calls traced inside f become part of its body, so a body holds no other function's PARAMs
+    let body = UOp.make(Ops.TUPLE, resolveFunctions(results.map((r) => r.uop)));
     const argUOps = inputs.map((t) => t.uop);
     // BUFFERs in the body come from tensors f read without being given them (or made from JS data)
     const captured = body.toposort().filter((u) => u.op === Ops.BUFFER);
@@ -83,8 +89,37 @@ export function fn<A extends unknown[], R extends Tensor | readonly Tensor[]>(
       body = substitute(body, lifted);
       argUOps.push(...captured);
     }
-    const call = UOp.make(Ops.FUNCTION, [body, ...argUOps]);
+    const call = UOp.make(opts.compiled ? Ops.CALL : Ops.FUNCTION, [body, ...argUOps]);
     const outputs = results.map((r, i) => r.wrap(UOp.make(Ops.GETTUPLE, [call], i)));
     return (Array.isArray(out) ? outputs : outputs[0]) as R;
   };
+}
+
+type Method<This, A extends unknown[], R> = (this: This, ...args: A) => R;
+
+/**
+ * fn as a standard (TC39) method decorator: each call traces the method, with `this` bound, on its tensor
+ * arguments. Write `@fnMethod` or, with options, `@fnMethod({ allowCaptured: true })` (needed when the
+ * method reads tensors of `this`, such as weights).
+ */
+export function fnMethod<This, A extends unknown[], R extends Tensor | readonly Tensor[]>(
+  method: Method<This, A, R>,
+  context: ClassMethodDecoratorContext<This, Method<This, A, R>>,
+): Method<This, A, R>;
+export function fnMethod(
+  opts: FnOptions,
+): <This, A extends unknown[], R extends Tensor | readonly Tensor[]>(
+  method: Method<This, A, R>,
+  context: ClassMethodDecoratorContext<This, Method<This, A, R>>,
+) => Method<This, A, R>;
+export function fnMethod<This, A extends unknown[], R extends Tensor | readonly Tensor[]>(
+  methodOrOpts: Method<This, A, R> | FnOptions,
+): Method<This, A, R> | ((method: Method<This, A, R>) => Method<This, A, R>) {
+  const decorate =
+    (opts: FnOptions) =>
+    (method: Method<This, A, R>): Method<This, A, R> =>
+      function (this: This, ...args: A): R {
+        return fn((...a: A) => method.apply(this, a), opts)(...args);
+      };
+  return typeof methodOrOpts === 'function' ? decorate({})(methodOrOpts) : decorate(methodOrOpts);
 }

@@ -12,7 +12,7 @@ import './reduce.ts';
 import './nn.ts';
 import './gradient.ts';
 
-export { type FnOptions, fn } from './function.ts';
+export { type FnOptions, fn, fnMethod } from './function.ts';
 
 export type { AttentionOptions, ConvOptions, CrossEntropyOptions, Padding, PoolOptions, Size } from './nn.ts';
 export type { Axes } from './reduce.ts';

@@ -1,8 +1,8 @@
 // fn (the spec's @function): results, graph structure, kernel reuse, gradients and captured tensors.
 import { describe, expect, it, vi } from 'vitest';
-import { realize } from '../../src/engine/realize.ts';
+import { realize, recordLaunches } from '../../src/engine/realize.ts';
 import { Device } from '../../src/runtime/device.ts';
-import { fn, Tensor } from '../../src/tensor/index.ts';
+import { fn, fnMethod, Tensor } from '../../src/tensor/index.ts';
 import { type ArgOf, Ops } from '../../src/uop/ops.ts';
 import type { UOp } from '../../src/uop/uop.ts';
 import { close, data, values } from './reference.ts';
@@ -157,5 +157,137 @@ describe('fn captured tensors', () => {
     expect(call.src[2]!.op).toBe(Ops.BUFFER);
     expect(call.src[0]!.toposort().some((u) => u.op === Ops.BUFFER)).toBe(false);
     close(data(y), data(x.add(outside)));
+  });
+});
+
+/** How many kernels realizing these tensors launches. */
+const launches = (...ts: Tensor[]): number => recordLaunches(() => realize(ts)).length;
+
+for (const device of ['JS', 'CPU'])
+  describe(`fn with compiled: true on ${device}`, () => {
+    it('gives the FUNCTION’s results, for one result and for several', () => {
+      const [x, w, b] = [T([3, 4], 24, device), T([4, 5], 25, device), T([5], 26, device)];
+      const y = fn(affine, { compiled: true })(x, w, b);
+      expect(callOf(y).op).toBe(Ops.CALL);
+      expect(y.shape).toEqual([3, 5]);
+      close(data(y), data(fn(affine)(x, w, b)));
+      const both = (a: Tensor, c: Tensor) => [a.add(c), a.mul(c).sum(1)];
+      const [p, q] = [T([2, 3], 27, device), T([2, 3], 28, device)];
+      const got = fn(both, { compiled: true })(p, q);
+      const want = fn(both)(p, q);
+      realize(got);
+      for (const [i, t] of got.entries()) close(data(t), data(want[i]!));
+    });
+
+    it('compiles nothing new on a second call with other tensors of the same shapes', () => {
+      const f = fn((a: Tensor, c: Tensor) => a.mul(c).sum(0).exp(), { compiled: true });
+      // unrealized arguments and a caller graph around the call, realized the first time
+      const caller = (a: Tensor, c: Tensor) => f(a.add(1), c).mul(2);
+      close(
+        data(caller(T([4, 3], 29, device), T([4, 3], 30, device))),
+        data(
+          T([4, 3], 29, device)
+            .add(1)
+            .mul(T([4, 3], 30, device))
+            .sum(0)
+            .exp()
+            .mul(2),
+        ),
+      );
+      const compile = vi.spyOn(Device.get(device), 'compile');
+      try {
+        const [x, y] = [T([4, 3], 31, device), T([4, 3], 32, device)];
+        const got = data(caller(x, y));
+        expect(compile).not.toHaveBeenCalled();
+        close(got, data(x.add(1).mul(y).sum(0).exp().mul(2)));
+      } finally {
+        compile.mockRestore();
+      }
+    });
+  });
+
+describe('fn with compiled: true', () => {
+  it('runs the body’s kernels apart from the caller’s, which read their results', () => {
+    const body = (a: Tensor) => a.mul(3);
+    const x = T([6], 33);
+    // inlined, the elementwise body fuses with the caller's elementwise ops into one kernel
+    expect(launches(fn(body)(x.add(1)).sub(2))).toBe(1);
+    // compiled: the argument, the body and the caller each get their own kernel
+    const y = fn(body, { compiled: true })(x.add(1)).sub(2);
+    expect(launches(y)).toBe(3);
+    close(data(y), data(x.add(1).mul(3).sub(2)));
+  });
+
+  it('realizes a call once for all its results', () => {
+    const [a, b] = fn((t: Tensor) => [t.exp(), t.neg()], { compiled: true })(T([5], 34));
+    expect(launches(a!.add(b!))).toBeGreaterThan(0);
+    // both results' tensors still hold the call, whose buffers are remembered
+    expect(launches(a!, b!)).toBe(0);
+  });
+
+  it('inlines calls traced inside another fn into its body', () => {
+    const inner = fn((a: Tensor, c: Tensor) => a.sub(c), { compiled: true });
+    const outer = fn((a: Tensor, c: Tensor) => inner(c, a).mul(a), { compiled: true });
+    const [x, y] = [T([4], 35), T([4], 36)];
+    const z = outer(x, y);
+    expect(
+      callOf(z)
+        .src[0]!.toposort()
+        .some((u) => u.op === Ops.CALL),
+    ).toBe(false);
+    close(data(z), data(y.sub(x).mul(x)));
+  });
+
+  it('lets gradients flow, equal to the FUNCTION’s', () => {
+    const [x, w, b] = [T([3, 4], 37), T([4, 5], 38), T([5], 39)];
+    const loss = (f: typeof affine) => f(x, w, b).square().sum();
+    const got = Tensor.gradient(loss(fn(affine, { compiled: true })), [x, w, b]);
+    const want = Tensor.gradient(loss(fn(affine)), [x, w, b]);
+    for (const [i, g] of got.entries()) close(data(g), data(want[i]!));
+  });
+});
+
+// Vitest 4 transforms with oxc (Vite 8), which does not lower standard decorators, so these tests apply
+// fnMethod as the runtime applies `@fnMethod` (tsc and tsx accept the decorator syntax itself).
+const context = {} as never;
+
+describe('fnMethod', () => {
+  class Layer {
+    readonly calls: number[] = [];
+    constructor(readonly w: Tensor) {}
+    scaled(x: Tensor, k: Tensor): Tensor {
+      return x.mul(k);
+    }
+    forward(x: Tensor): Tensor {
+      this.calls.push(x.shape[0]!);
+      return this.scaled(x, this.w).add(1);
+    }
+  }
+  Layer.prototype.scaled = fnMethod(Layer.prototype.scaled, context);
+  Layer.prototype.forward = fnMethod({ allowCaptured: true, compiled: true })(
+    Layer.prototype.forward,
+    context,
+  );
+
+  it('captures a method like fn, with this bound per call', () => {
+    const layer = new Layer(T([4], 40));
+    const x = T([4], 41);
+    const y = layer.scaled(x, layer.w);
+    expect(callOf(y).op).toBe(Ops.FUNCTION);
+    close(data(y), data(x.mul(layer.w)));
+    const z = layer.forward(x);
+    expect(callOf(z).op).toBe(Ops.CALL);
+    // the weight read through this is a captured argument after x
+    expect(callOf(z).src.slice(1)).toEqual([x.uop, layer.w.uop]);
+    expect(layer.calls).toEqual([4]);
+    close(data(z), data(x.mul(layer.w).add(1)));
+  });
+
+  it('rejects tensors of this without allowCaptured', () => {
+    const bad = { w: T([2], 42) };
+    const forward = fnMethod(function (this: typeof bad, x: Tensor): Tensor {
+      return x.add(this.w);
+    }, context);
+    expect(() => forward.call(bad, T([2], 43))).toThrow(/allowCaptured/);
   });
 });
