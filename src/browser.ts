@@ -16,6 +16,7 @@ export { Device, type MemoryStats, memoryStats } from './runtime/device.ts';
 export {
   type FnOptions,
   fn,
+  fnMethod,
   type NestedArray,
   Tensor,
   type TensorData,
