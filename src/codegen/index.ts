@@ -10,6 +10,7 @@ import { collapseReduces } from './collapse.ts';
 import { decompose } from './decompose.ts';
 import { expandRanges } from './expand.ts';
 import { linearize } from './linearize.ts';
+import { handCodedOpts } from './opt/heuristic.ts';
 import { applyOpts, type Opt } from './opt/opts.ts';
 
 export interface LoweredKernel {
@@ -76,16 +77,16 @@ function countFlops(linear: UOp): number {
 export interface LowerOptions {
   /** Ops the target cannot run: they are rebuilt from primitives (src/codegen/decompose.ts). */
   lacks?: ReadonlySet<Ops>;
-  /** Kernel optimizations applied first, left to right (src/codegen/opt/opts.ts). */
+  /** Kernel optimizations, left to right (src/codegen/opt/opts.ts); by default the hand-coded ones. */
   opts?: readonly Opt[];
 }
 
 export function lowerKernel(ast: UOp, opts: LowerOptions = {}): LoweredKernel {
   verifyStage(ast, 'kernel');
-  let k = applyOpts(ast, opts.opts ?? []);
-  k = graphRewrite(k, symbolic, { name: 'simplify indices', ctx: {} });
+  let k = graphRewrite(ast, symbolic, { name: 'simplify indices', ctx: {} });
   k = decompose(k, opts.lacks ?? new Set());
   k = collapseReduces(k);
+  k = applyOpts(k, opts.opts ?? handCodedOpts(k));
   const named = k; // named after the loops that remain
   k = expandRanges(k);
   k = reduceToAccumulators(k);

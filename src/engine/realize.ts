@@ -1,6 +1,7 @@
 // Realize: callify the tensors' graph, then run its plan: the kernels of the schedule, compiled once, over
 // the input buffers, fresh output buffers and planned intermediate storage. Plans are cached by content key.
 import { lowerKernel } from '../codegen/index.ts';
+import { NOOPT } from '../codegen/opt/heuristic.ts';
 import type { DType } from '../dtype.ts';
 import { DEBUG } from '../helpers.ts';
 import { renderC } from '../renderer/c.ts';
@@ -39,7 +40,8 @@ interface Compiled {
 
 /** The compiled program of a kernel on a device, cached by the kernel's content. */
 function programFor(ast: UOp, device: string): Compiled {
-  const key = `${device}|${ast.key}`;
+  // the optimizations in force are part of what a kernel compiles to
+  const key = `${device}|${NOOPT.value}|${ast.key}`;
   let p = programs.get(key);
   if (p === undefined) {
     const { name, linear, display, flops } = lowerKernel(ast);
@@ -208,7 +210,7 @@ export function realize(tensors: readonly Realizable[]): void {
       realizeCall,
     ),
   );
-  const key = `${device}|${body.key}`;
+  const key = `${device}|${NOOPT.value}|${body.key}`;
   let plan = plans.get(key);
   const cached = plan !== undefined;
   if (plan === undefined) plans.set(key, (plan = makePlan(body, inputs.length, device)));

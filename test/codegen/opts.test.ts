@@ -5,6 +5,7 @@ import { kernelName, lowerKernel } from '../../src/codegen/index.ts';
 import { applyOpts, kernelRanges, type Opt } from '../../src/codegen/opt/opts.ts';
 import { dtypes } from '../../src/dtype.ts';
 import { scheduleOf } from '../../src/engine/realize.ts';
+import { Context } from '../../src/helpers.ts';
 import { renderJS } from '../../src/renderer/js.ts';
 import { DeviceBuffer } from '../../src/runtime/buffer.ts';
 import { Device } from '../../src/runtime/device.ts';
@@ -148,5 +149,19 @@ describe('SPLIT opts', () => {
     expect(() =>
       lowerKernel(k.ast, { opts: [{ op: 'SPLIT', axis: 0, factor: 1, target: AxisType.UPCAST }] }),
     ).toThrow('factor 1 must be an integer of at least 2');
+  });
+});
+
+describe('hand-coded opts', () => {
+  it('unroll long reduce loops by 4 unless NOOPT=1, and the result is the same', () => {
+    const x = new Tensor(
+      Float32Array.from({ length: 6 * 64 }, (_, i) => (i % 7) - 3),
+      { device: 'JS' },
+    ).reshape([6, 64]);
+    const ast = scheduleOf([x.sum(1)]).kernels[0]!.ast;
+    expect(lowerKernel(ast).name).toBe('r_6_16_4');
+    expect(Context.with({ NOOPT: 1 }, () => lowerKernel(ast).name)).toBe('r_6_64');
+    const plain = Context.with({ NOOPT: 1 }, () => x.sum(1).tolist());
+    expect(x.sum(1).tolist()).toEqual(plain);
   });
 });
