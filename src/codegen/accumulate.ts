@@ -1,8 +1,9 @@
 // Reduce to accumulators: each REDUCE becomes a REG buffer initialized with the reduction's identity,
-// updated inside the reduce loops and read after them, ordered with AFTER and END.
-import { AddrSpace, type DType } from '../dtype.ts';
+// updated inside the reduce loops and read after them, ordered with AFTER and END. Reductions over the same
+// loops (the copies an UPCAST makes) update their accumulators in one loop.
+import { AddrSpace, type DType, dtypes } from '../dtype.ts';
 import { type ArgOf, Ops, type ReduceOp } from '../uop/ops.ts';
-import { graphRewrite, PatternMatcher, UPat } from '../uop/pattern.ts';
+import { graphRewrite, PatternMatcher, substitute, UPat } from '../uop/pattern.ts';
 import { UOp } from '../uop/uop.ts';
 import { rangesOf } from './scope.ts';
 
@@ -12,34 +13,89 @@ function identity(op: ReduceOp, dtype: DType): UOp {
   return UOp.const(dtype, dtype.isFloat ? -Infinity : dtype.min);
 }
 
+/** An accumulator, the loops that update it and how many loops enclose them. */
+interface Loop {
+  acc: UOp;
+  ranges: string;
+  depth: number;
+}
+
+const axisId = (r: UOp) => (r.arg as ArgOf<Ops.RANGE>).id;
+
 interface Ctx {
   next: number;
+  loops: Loop[];
 }
 
 function accumulate(r: UOp, ctx: Ctx): UOp {
   const { op } = r.arg as ArgOf<Ops.REDUCE>;
   const [value, ...ranges] = r.src as [UOp, ...UOp[]];
-  const acc = UOp.make(Ops.PARAM, [UOp.shapeVec([1])], {
+  // a vector reduction (shape (k,)) keeps k lanes in one register
+  const lanes = r.shape!.length ? Number(r.shape![0]) : 0;
+  const acc = UOp.make(Ops.PARAM, [UOp.shapeVec([Math.max(lanes, 1)])], {
     slot: ctx.next++,
     dtype: r.dtype,
     addrspace: AddrSpace.REG,
   });
-  const zero = UOp.index(0);
+  const whole = lanes
+    ? UOp.make(Ops.VCONST, [], { values: Array.from({ length: lanes }, (_, i) => i), dtype: dtypes.index })
+    : UOp.index(0);
+  const start = identity(op, r.dtype);
   // the accumulator restarts for every element of the loops around the reduce
-  const outer = [...rangesOf(r)].sort((a, b) => a.id - b.id);
+  const outer = [...rangesOf(r)].sort((a, b) => axisId(a) - axisId(b));
   const home = outer.length ? UOp.make(Ops.AFTER, [acc, ...outer]) : acc;
-  const init = UOp.make(Ops.STORE, [UOp.make(Ops.INDEX, [home, zero]), identity(op, r.dtype)]);
+  const init = UOp.make(Ops.STORE, [
+    UOp.make(Ops.INDEX, [home, whole]),
+    lanes ? UOp.make(Ops.STACK, Array(lanes).fill(start)) : start,
+  ]);
   // read and written in every iteration of the reduce loops
-  const running = UOp.make(Ops.INDEX, [UOp.make(Ops.AFTER, [acc, init, ...ranges]), zero]);
+  const running = UOp.make(Ops.INDEX, [UOp.make(Ops.AFTER, [acc, init, ...ranges]), whole]);
   const update = UOp.make(Ops.STORE, [running, UOp.make(op, [UOp.make(Ops.LOAD, [running]), value])]);
   const done = UOp.make(Ops.END, [update, ...ranges]);
-  return UOp.make(Ops.LOAD, [UOp.make(Ops.INDEX, [UOp.make(Ops.AFTER, [acc, done]), zero])]);
+  ctx.loops.push({
+    acc,
+    ranges: ranges
+      .map((x) => axisId(x))
+      .sort((a, b) => a - b)
+      .join(','),
+    depth: outer.length,
+  });
+  return UOp.make(Ops.LOAD, [UOp.make(Ops.INDEX, [UOp.make(Ops.AFTER, [acc, done]), whole])]);
 }
 
 const rules = new PatternMatcher<Ctx>([
   [new UPat({ op: Ops.REDUCE, name: 'r' }), ({ r }, ctx) => accumulate(r!, ctx)],
 ]);
 
+/** The accumulator an END's loop updates. */
+function updated(end: UOp): UOp | undefined {
+  const store = end.src[0]!;
+  const buf = store.op === Ops.STORE ? store.src[0]!.src[0]! : undefined;
+  return buf?.op === Ops.AFTER ? buf.src[0] : undefined;
+}
+
+/** One END for the updates of the accumulators that run over the same loops, innermost loops first. */
+function shareLoops(ast: UOp, loops: readonly Loop[]): UOp {
+  const groups = new Map<string, Loop[]>();
+  for (const l of loops) groups.set(l.ranges, [...(groups.get(l.ranges) ?? []), l]);
+  const shared = [...groups.values()].filter((g) => g.length > 1).sort((a, b) => b[0]!.depth - a[0]!.depth);
+  for (const group of shared) {
+    const accs = new Set(group.map((l) => l.acc));
+    // found again each time: merging an inner group rebuilt the ENDs around it
+    const ends = ast.toposort().filter((u) => u.op === Ops.END && accs.has(updated(u)!));
+    const one = UOp.make(Ops.END, [
+      UOp.make(
+        Ops.GROUP,
+        ends.map((e) => e.src[0]!),
+      ),
+      ...ends[0]!.src.slice(1),
+    ]);
+    ast = substitute(ast, new Map(ends.map((e) => [e, one])));
+  }
+  return ast;
+}
+
 export function reduceToAccumulators(ast: UOp): UOp {
-  return graphRewrite(ast, rules, { ctx: { next: 0 }, name: 'reduce to accumulators' });
+  const ctx: Ctx = { next: 0, loops: [] };
+  return shareLoops(graphRewrite(ast, rules, { ctx, name: 'reduce to accumulators' }), ctx.loops);
 }

@@ -1,12 +1,13 @@
 // Expand: UPCAST and UNROLL ranges are replaced by their values, replicating what depends on them. An UPCAST
 // range closed by an END becomes a GROUP of copies of the END's body (several stores per iteration); an
-// UNROLL range of a REDUCE becomes copies of the reduced value combined by the reduce op. Our C and JS
-// renderers have no vector types yet, so the copies are scalars: what devectorize would make of vectors.
+// UNROLL range of a REDUCE becomes copies of the reduced value combined by the reduce op. On a target with
+// vector types one UPCAST range (the lane range) becomes a VCONST of its values instead of copies: what
+// depends on it becomes a vector, a value of shape (k,).
+import { dtypes } from '../dtype.ts';
 import { type ArgOf, AxisType, Ops } from '../uop/ops.ts';
 import { graphRewrite, PatternMatcher, substitute, UPat } from '../uop/pattern.ts';
 import { symbolic } from '../uop/symbolic.ts';
 import { UOp } from '../uop/uop.ts';
-import { rangesOf } from './scope.ts';
 
 const expands = (r: UOp) => {
   const { type } = r.arg as ArgOf<Ops.RANGE>;
@@ -15,20 +16,28 @@ const expands = (r: UOp) => {
 
 interface Ctx {
   nextId: number;
+  /** The range that becomes a vector of lanes, if any. */
+  lanes?: UOp;
 }
 
 /**
- * body with the ranges set to every combination of their values, first range slowest. Loops closed inside
- * the body get fresh ranges in every copy but the first: a loop is one RANGE node, run once.
+ * body with the ranges set to every combination of their values, first range slowest (the lane range set to
+ * all its values at once). Loops an END closes inside the body get fresh ranges in every copy but the first:
+ * a loop is one RANGE node, run once. Reduce loops stay shared, so the copies' reductions run in one loop.
  */
 function copies(body: UOp, ranges: readonly UOp[], ctx: Ctx): UOp[] {
   let maps = [new Map<UOp, UOp>()];
   for (const r of ranges) {
     const n = Number(r.src[0]!.constValue);
-    maps = maps.flatMap((m) => Array.from({ length: n }, (_, v) => new Map(m).set(r, UOp.index(v))));
+    if (r === ctx.lanes) {
+      const lanes = UOp.make(Ops.VCONST, [], {
+        values: Array.from({ length: n }, (_, i) => i),
+        dtype: dtypes.index,
+      });
+      for (const m of maps) m.set(r, lanes);
+    } else maps = maps.flatMap((m) => Array.from({ length: n }, (_, v) => new Map(m).set(r, UOp.index(v))));
   }
-  const open = rangesOf(body);
-  const inner = body.toposort().filter((u) => u.op === Ops.RANGE && !open.has(u) && !ranges.includes(u));
+  const inner = body.toposort().flatMap((u) => (u.op === Ops.END ? u.src.slice(1) : []));
   return maps.map((m, i) => {
     if (i > 0)
       for (const r of inner) m.set(r, UOp.range(r.src[0]!, ctx.nextId++, (r.arg as ArgOf<Ops.RANGE>).type));
@@ -56,9 +65,23 @@ const rules = new PatternMatcher<Ctx>([
   [new UPat({ op: [Ops.END, Ops.REDUCE], name: 'u' }), ({ u }, ctx) => expand(u!, ctx)],
 ]);
 
-/** Expands UPCAST and UNROLL ranges, then folds the constants they leave in indices. */
-export function expandRanges(ast: UOp): UOp {
+/** Vector widths a lane range may have. */
+const LANE_COUNTS: ReadonlySet<number> = new Set([2, 4, 8, 16]);
+
+/** The UPCAST range to make lanes of: the last (innermost) one closed by an END, if its size is a vector width. */
+export function laneRange(ast: UOp): UOp | undefined {
+  const upcasts = ast
+    .toposort()
+    .flatMap((u) => (u.op === Ops.END ? u.src.slice(1) : []))
+    .filter((r) => (r.arg as ArgOf<Ops.RANGE>).type === AxisType.UPCAST && expands(r));
+  const last = upcasts.sort((a, b) => (b.arg as ArgOf<Ops.RANGE>).id - (a.arg as ArgOf<Ops.RANGE>).id)[0];
+  return last !== undefined && LANE_COUNTS.has(Number(last.src[0]!.constValue)) ? last : undefined;
+}
+
+/** Expands UPCAST and UNROLL ranges (lanes: the range to turn into a vector), then folds what they leave. */
+export function expandRanges(ast: UOp, lanes?: UOp): UOp {
   const ids = ast.toposort().flatMap((u) => (u.op === Ops.RANGE ? [(u.arg as ArgOf<Ops.RANGE>).id] : []));
-  const out = graphRewrite(ast, rules, { name: 'expand', ctx: { nextId: Math.max(-1, ...ids) + 1 } });
+  const ctx: Ctx = { nextId: Math.max(-1, ...ids) + 1, lanes };
+  const out = graphRewrite(ast, rules, { name: 'expand', ctx });
   return out === ast ? ast : graphRewrite(out, symbolic, { name: 'simplify after expand', ctx: {} });
 }

@@ -1,5 +1,6 @@
 // The codegen pipeline for one kernel, as a list of named passes: kernel AST in, LINEAR program out.
 import { dtypes } from '../dtype.ts';
+import { DEBUG } from '../helpers.ts';
 import { type ArgOf, AxisType, GroupOp, Ops } from '../uop/ops.ts';
 import { graphRewrite } from '../uop/pattern.ts';
 import { verifyStage } from '../uop/spec.ts';
@@ -8,10 +9,11 @@ import type { UOp } from '../uop/uop.ts';
 import { reduceToAccumulators } from './accumulate.ts';
 import { collapseReduces } from './collapse.ts';
 import { decompose } from './decompose.ts';
-import { expandRanges } from './expand.ts';
+import { expandRanges, laneRange } from './expand.ts';
 import { linearize } from './linearize.ts';
 import { handCodedOpts } from './opt/heuristic.ts';
 import { applyOpts, type Opt } from './opt/opts.ts';
+import { lowerVectors } from './vectors.ts';
 
 export interface LoweredKernel {
   name: string;
@@ -79,6 +81,20 @@ export interface LowerOptions {
   lacks?: ReadonlySet<Ops>;
   /** Kernel optimizations, left to right (src/codegen/opt/opts.ts); by default the hand-coded ones. */
   opts?: readonly Opt[];
+  /** The target has vector types: an UPCAST range may become the lanes of vectors. */
+  vectors?: boolean;
+}
+
+/** The kernel expanded with its innermost UPCAST as vector lanes, or why it cannot be. */
+function expandLanes(ast: UOp): UOp | string {
+  const lanes = laneRange(ast);
+  if (lanes === undefined) return 'no UPCAST of 2, 4, 8 or 16 elements';
+  try {
+    return lowerVectors(expandRanges(ast, lanes));
+  } catch (e) {
+    // a shape that vectors cannot take (a scalar stored to lanes, say): scalar copies do instead
+    return (e as Error).message;
+  }
 }
 
 export function lowerKernel(ast: UOp, opts: LowerOptions = {}): LoweredKernel {
@@ -88,7 +104,10 @@ export function lowerKernel(ast: UOp, opts: LowerOptions = {}): LoweredKernel {
   k = collapseReduces(k);
   k = applyOpts(k, opts.opts ?? handCodedOpts(k));
   const named = k; // named after the loops that remain
-  k = expandRanges(k);
+  const vectorized = opts.vectors ? expandLanes(k) : 'the target has no vector types';
+  if (typeof vectorized === 'string' && DEBUG.value >= 4)
+    console.log(`${kernelName(named)}: scalar copies: ${vectorized}`);
+  k = typeof vectorized === 'string' ? expandRanges(k) : vectorized;
   k = reduceToAccumulators(k);
   const linear = linearize(k);
   verifyStage(linear, 'linear');

@@ -30,6 +30,9 @@ const RENDERERS: Record<string, ((name: string, linear: UOp) => string) | undefi
   NULL: renderC,
 };
 
+/** Device kinds whose renderer has vector types. */
+const VECTOR_TARGETS: ReadonlySet<string> = new Set(['CPU', 'NULL']);
+
 const programs = new Map<string, Compiled>();
 
 interface Compiled {
@@ -44,8 +47,8 @@ function programFor(ast: UOp, device: string): Compiled {
   const key = `${device}|${NOOPT.value}|${ast.key}`;
   let p = programs.get(key);
   if (p === undefined) {
-    const { name, linear, display, flops } = lowerKernel(ast);
     const backend = Device.get(device);
+    const { name, linear, display, flops } = lowerKernel(ast, { vectors: VECTOR_TARGETS.has(backend.kind) });
     const render = RENDERERS[backend.kind];
     if (render === undefined) throw new Error(`no renderer for device ${device}`);
     const source = render(name, linear);

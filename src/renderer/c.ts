@@ -53,7 +53,21 @@ function intLiteral(v: number | bigint | boolean, d: DType, indexType: string): 
 /** The unsigned type of the same width (shifts of negative values are defined there). */
 const UNSIGNED: Record<string, string> = { int: 'unsigned int', 'long long': 'unsigned long long' };
 
+/** Ops whose C operators work on vectors lane by lane (the rest are written out per lane; DIV is float only). */
+const VECTOR_OPERATORS: ReadonlySet<Ops> = new Set([Ops.ADD, Ops.SUB, Ops.MUL, Ops.DIV, Ops.NEG, Ops.MULACC]);
+
 function cLanguage(indexType: string): Language {
+  /** Vector typedefs the kernel uses, by name. */
+  const vectorTypes = new Map<string, string>();
+  const vectorType = (d: DType, lanes: number): string => {
+    const name = `tg_${type(d).replace(/ /g, '_')}${lanes}`;
+    if (!vectorTypes.has(name)) {
+      const bytes = lanes * d.itemsize;
+      vectorTypes.set(name, `typedef ${type(d)} ${name} __attribute__((vector_size(${bytes})));`);
+    }
+    return name;
+  };
+  const lanesOf = (u: UOp) => (u.shape !== null && u.shape.length === 1 ? Number(u.shape[0]) : 1);
   const type = (d: DType): string => {
     if (d === dtypes.index) return indexType;
     const t = C_TYPES.get(d);
@@ -150,16 +164,32 @@ function cLanguage(indexType: string): Language {
     }
     throw new Error(`CPU: no C for ${opName(u.op)}`);
   };
+  /** A vector op: C's operator when it has one (a scalar operand spreads over the lanes), else lane by lane. */
+  const vectorExpr = (u: UOp, a: readonly string[]): string => {
+    if (VECTOR_OPERATORS.has(u.op)) return expr(u, a);
+    if (u.op === Ops.CAST && lanesOf(u.src[0]!) > 1)
+      return `__builtin_convertvector(${a[0]}, ${vectorType(u.dtype, lanesOf(u))})`;
+    const lanes = lanesOf(u);
+    const parts = Array.from({ length: lanes }, (_, j) =>
+      expr(
+        u,
+        a.map((x, i) => (lanesOf(u.src[i]!) > 1 ? `${x}[${j}]` : x)),
+      ),
+    );
+    return `((${vectorType(u.dtype, lanes)}){${parts.join(', ')}})`;
+  };
   return {
     name: 'C',
     kernel: (name, params, body) => {
       const args = params.map(
         (p) => `${p.written ? '' : 'const '}${storage(p.dtype)}* restrict data${p.slot}`,
       );
-      return `${PRELUDE}\nvoid ${name}(${args.join(', ')}) {\n${body.join('\n')}\n}\n`;
+      const typedefs = [...vectorTypes.values()].map((t) => `${t}\n`).join('');
+      return `${PRELUDE}\n${typedefs}void ${name}(${args.join(', ')}) {\n${body.join('\n')}\n}\n`;
     },
     constant: (v, d) => (d.isFloat ? floatLiteral(Number(v), d) : intLiteral(v, d, indexType)),
     alu: (u, a) => {
+      if (lanesOf(u) > 1) return vectorExpr(u, a);
       const e = expr(u, a);
       // a bfloat16 result is rounded to bfloat16 (bitcasts and comparisons give exact values)
       return u.dtype === dtypes.bfloat16 && u.op !== Ops.BITCAST ? `tg_bf16_round(${e})` : e;
@@ -168,12 +198,24 @@ function cLanguage(indexType: string): Language {
       d === dtypes.bfloat16 ? `tg_bf16_to_float(data${slot}[${index}])` : `data${slot}[${index}]`,
     write: (slot, index, value, d) =>
       `data${slot}[${index}] = ${d === dtypes.bfloat16 ? `tg_float_to_bf16(${value})` : value};`,
-    declare: (name, d, expr) => `${type(d)} ${name} = ${expr};`,
-    variable: (name, d) => `${type(d)} ${name};`,
+    declare: (name, d, expr, lanes) => `${lanes > 1 ? vectorType(d, lanes) : type(d)} ${name} = ${expr};`,
     assign: (name, expr) => `${name} = ${expr};`,
     loopOpen: (name, bound) => `for (${indexType} ${name} = 0; ${name} < ${bound}; ${name}++) {`,
     loopClose: '}',
     when: (gate, statement) => `if (${gate}) ${statement}`,
+    vector: {
+      // memcpy: the address may not be aligned to the vector; gcc makes it one unaligned vector move
+      read: (slot, index, d, lanes) => {
+        const t = vectorType(d, lanes);
+        return `__extension__({ ${t} v_; __builtin_memcpy(&v_, data${slot}+${index}, sizeof v_); v_; })`;
+      },
+      write: (slot, index, value, d, lanes) => {
+        const t = vectorType(d, lanes);
+        return `{ ${t} v_ = ${value}; __builtin_memcpy(data${slot}+${index}, &v_, sizeof v_); }`;
+      },
+      of: (d, parts) => `((${vectorType(d, parts.length)}){${parts.join(', ')}})`,
+      lane: (v, j) => `${v}[${j}]`,
+    },
   };
 }
 

@@ -312,8 +312,7 @@ const js: Language = {
             : value;
     return `data${slot}[${index}] = ${stored};`;
   },
-  declare: (name, _d, expr) => `const ${name} = ${expr};`,
-  variable: (name) => `let ${name};`,
+  declare: (name, _d, expr, _lanes, mutable) => `${mutable ? 'let' : 'const'} ${name} = ${expr};`,
   assign: (name, expr) => `${name} = ${expr};`,
   loopOpen: (name, bound) => `for (let ${name} = 0; ${name} < ${bound}; ${name}++) {`,
   loopClose: '}',

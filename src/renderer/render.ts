@@ -23,17 +23,36 @@ export interface Language {
   read(slot: number, index: string, dtype: DType): string;
   /** Writes a value into an element of `data{slot}`. */
   write(slot: number, index: string, value: string, dtype: DType): string;
-  declare(name: string, dtype: DType, expr: string): string;
-  /** A mutable scalar (an accumulator). */
-  variable(name: string, dtype: DType): string;
+  /** A variable holding expr: a vector when lanes > 1; mutable for an accumulator. */
+  declare(name: string, dtype: DType, expr: string, lanes: number, mutable?: boolean): string;
   assign(name: string, expr: string): string;
   loopOpen(name: string, bound: string): string;
   readonly loopClose: string;
   when(gate: string, statement: string): string;
+  /** Vector values, on targets with vector types (values of shape (k,) reach the renderer only there). */
+  readonly vector?: VectorLanguage;
 }
 
-/** Where an INDEX points: element `index` of buffer slot, or a register variable. */
-type Place = { kind: 'global'; slot: number; index: string; dtype: DType } | { kind: 'reg'; name: string };
+export interface VectorLanguage {
+  /** The k consecutive elements of `data{slot}` from `index`. */
+  read(slot: number, index: string, dtype: DType, lanes: number): string;
+  write(slot: number, index: string, value: string, dtype: DType, lanes: number): string;
+  /** A vector of the given elements. */
+  of(dtype: DType, parts: readonly string[]): string;
+  /** Element j of a vector. */
+  lane(vector: string, j: number): string;
+}
+
+/**
+ * Where an INDEX points: element `index` of buffer slot (with lane offsets for a vector), or a register
+ * variable (declared by the first store into it).
+ */
+type Place =
+  | { kind: 'global'; slot: number; index: string; dtype: DType; lanes?: readonly number[] }
+  | { kind: 'reg'; acc: UOp };
+
+const isVector = (u: UOp) => u.shape !== null && u.shape.length === 1;
+const vconst = (u: UOp) => (u.arg as ArgOf<Ops.VCONST>).values.map(Number);
 
 /** Renders a LINEAR program as one kernel named `name`. */
 export function render(lang: Language, name: string, linear: UOp): string {
@@ -62,54 +81,96 @@ export function render(lang: Language, name: string, linear: UOp): string {
     if (p === undefined) throw new Error(`render ${lang.name}: LOAD/STORE must go through an INDEX`);
     return p;
   };
-  const readPlace = (p: Place) => (p.kind === 'reg' ? p.name : lang.read(p.slot, p.index, p.dtype));
+  const vec = () => {
+    if (lang.vector === undefined) throw new Error(`render ${lang.name}: the target has no vector types`);
+    return lang.vector;
+  };
+  const consecutive = (lanes: readonly number[]) => lanes.every((o, j) => o === j);
+  const at = (index: string, offset: number) => (offset === 0 ? index : `${index}+${offset}`);
+  const readPlace = (p: Place): string => {
+    if (p.kind === 'reg') return ref(p.acc);
+    if (p.lanes === undefined) return lang.read(p.slot, p.index, p.dtype);
+    if (consecutive(p.lanes)) return vec().read(p.slot, p.index, p.dtype, p.lanes.length);
+    return vec().of(
+      p.dtype,
+      p.lanes.map((o) => lang.read(p.slot, at(p.index, o), p.dtype)),
+    );
+  };
+  const writePlace = (p: Place & { kind: 'global' }, value: string): string => {
+    if (p.lanes === undefined) return lang.write(p.slot, p.index, value, p.dtype);
+    if (consecutive(p.lanes)) return vec().write(p.slot, p.index, value, p.dtype, p.lanes.length);
+    return `{ ${p.lanes.map((o, j) => lang.write(p.slot, at(p.index, o), vec().lane(value, j), p.dtype)).join(' ')} }`;
+  };
+  /** A scalar operand spread over the lanes of a vector. */
+  const spread = (u: UOp, lanes: number): string =>
+    isVector(u) || lanes === 1 ? ref(u) : vec().of(u.dtype, Array<string>(lanes).fill(ref(u)));
+  const lanesOf = (u: UOp) => (isVector(u) ? Number(u.shape![0]) : 1);
 
   for (const u of linear.src) {
     switch (u.op) {
       case Ops.CONST:
-      case Ops.STACK:
+      case Ops.VCONST: // lanes of vector addresses, read by INDEX
         continue;
+      case Ops.STACK: {
+        // index STACKs are shapes; a STACK of values is a vector (an accumulator's start)
+        if (u.dtype === dtypes.index) continue;
+        const n = fresh('vec');
+        names.set(u, n);
+        emit(lang.declare(n, u.dtype, vec().of(u.dtype, u.src.map(ref)), u.src.length));
+        continue;
+      }
       case Ops.PARAM: {
         const a = u.arg as ArgOf<Ops.PARAM>;
-        if (a.addrspace === AddrSpace.REG) {
-          const n = fresh('acc');
-          names.set(u, n);
-          emit(lang.variable(n, a.dtype));
-        } else if (typeof a.slot === 'number')
-          params.set(a.slot, { slot: a.slot, dtype: a.dtype, written: false });
+        if (a.addrspace === AddrSpace.REG) continue;
+        if (typeof a.slot === 'number') params.set(a.slot, { slot: a.slot, dtype: a.dtype, written: false });
         else throw new Error(`render ${lang.name}: symbolic variables are not supported yet (${a.slot})`);
         continue;
       }
       case Ops.AFTER:
-        if (names.has(u.src[0]!)) names.set(u, names.get(u.src[0]!)!);
         continue;
       case Ops.INDEX: {
         const buf = bufferOf(u.src[0]!);
         const a = buf.arg as ArgOf<Ops.PARAM>;
-        places.set(
-          u,
-          a.addrspace === AddrSpace.REG
-            ? { kind: 'reg', name: names.get(buf)! }
-            : { kind: 'global', slot: a.slot as number, index: ref(u.src[1]!), dtype: a.dtype },
-        );
+        const i = u.src[1]!;
+        if (a.addrspace === AddrSpace.REG) places.set(u, { kind: 'reg', acc: buf });
+        // a vector address is base + VCONST(offsets) (src/codegen/vectors.ts)
+        else if (isVector(i))
+          places.set(u, {
+            kind: 'global',
+            slot: a.slot as number,
+            index: ref(i.src[0]!),
+            dtype: a.dtype,
+            lanes: vconst(i.src[1]!),
+          });
+        else places.set(u, { kind: 'global', slot: a.slot as number, index: ref(i), dtype: a.dtype });
         continue;
       }
       case Ops.LOAD: {
         const p = place(u.src[0]!);
+        const lanes = lanesOf(u);
         const value =
-          u.src.length === 3 ? `(${ref(u.src[2]!)} ? ${readPlace(p)} : ${ref(u.src[1]!)})` : readPlace(p);
+          u.src.length === 3
+            ? `(${ref(u.src[2]!)} ? ${readPlace(p)} : ${spread(u.src[1]!, lanes)})`
+            : readPlace(p);
         const n = fresh('val');
         names.set(u, n);
-        emit(lang.declare(n, u.dtype, value));
+        emit(lang.declare(n, u.dtype, value, lanes));
         continue;
       }
       case Ops.STORE: {
         const p = place(u.src[0]!);
+        const value = ref(u.src[1]!);
         let statement: string;
-        if (p.kind === 'reg') statement = lang.assign(p.name, ref(u.src[1]!));
-        else {
+        if (p.kind === 'global') {
           params.get(p.slot)!.written = true;
-          statement = lang.write(p.slot, p.index, ref(u.src[1]!), p.dtype);
+          statement = writePlace(p, value);
+        } else if (names.has(p.acc)) statement = lang.assign(ref(p.acc), value);
+        else {
+          // the first store initializes the accumulator: declared here, in the scope of the loops around it
+          const n = fresh('acc');
+          names.set(p.acc, n);
+          emit(lang.declare(n, u.src[1]!.dtype, value, lanesOf(u.src[0]!), true));
+          continue;
         }
         emit(u.src.length === 3 ? lang.when(ref(u.src[2]!), statement) : statement);
         continue;
@@ -137,9 +198,11 @@ export function render(lang: Language, name: string, linear: UOp): string {
       GroupOp.Ternary.has(u.op) ||
       u.op === Ops.BITCAST
     ) {
+      // index vectors are addresses (base + lanes), rendered by the INDEX that reads them
+      if (u.dtype === dtypes.index && isVector(u)) continue;
       const n = fresh('alu');
       names.set(u, n);
-      emit(lang.declare(n, u.dtype, lang.alu(u, u.src.map(ref))));
+      emit(lang.declare(n, u.dtype, lang.alu(u, u.src.map(ref)), lanesOf(u)));
       continue;
     }
     throw new Error(`render ${lang.name}: no rendering for ${opName(u.op)}`);

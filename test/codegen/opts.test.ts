@@ -117,9 +117,9 @@ describe('SPLIT opts', () => {
     const { linear, name } = lowerKernel(k.ast, { opts });
     expect(name).toBe('r_2_2_2_4');
     const count = (op: Ops) => linear.src.filter((u) => u.op === op).length;
-    // the LOOP, and a REDUCE loop per UPCAST copy (no vector accumulators yet); two output stores and,
-    // per copy, an accumulator's init and its update, which adds four loads at once
-    expect(count(Ops.RANGE)).toBe(3);
+    // the LOOP and one REDUCE loop that both UPCAST copies share; two output stores and, per copy, an
+    // accumulator's init and its update, which adds four loads at once
+    expect(count(Ops.RANGE)).toBe(2);
     expect(count(Ops.LOAD)).toBe(2 * (4 + 2));
     expect(linear.src.filter((u) => u.op === Ops.STORE && u.src[1]!.dtype === dtypes.float32).length).toBe(6);
     expect(run(k, opts)).toEqual(run(k, []));

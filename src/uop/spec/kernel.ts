@@ -1,5 +1,5 @@
 // Spec rules of a kernel after rangeify: scalar values over RANGEs, buffers read and written through INDEX.
-import { AddrSpace, DType } from '../../dtype.ts';
+import { AddrSpace, DType, dtypes } from '../../dtype.ts';
 import { type ArgOf, AxisType, Ops, opName } from '../ops.ts';
 import { fmtShape } from '../shape.ts';
 import type { UOp } from '../uop.ts';
@@ -57,7 +57,10 @@ function index(u: UOp): Problem {
     return `a kernel INDEX addresses a buffer (a PARAM or BUFFER, or an AFTER of one), got ${ref(buf)}`;
   if (idx.length !== buf.shape!.length)
     return `${idx.length} indices for a buffer of shape ${fmtShape(buf.shape)}; give one index per axis`;
-  return first(idx, (i, k) => indexScalar(i, `index ${k}`));
+  // a (k,)-shaped index reads k elements: the lanes of a vector
+  return first(idx, (i, k) =>
+    i.dtype === dtypes.index && i.shape?.length === 1 ? undefined : indexScalar(i, `index ${k}`),
+  );
 }
 
 function load(u: UOp): Problem {
