@@ -1,9 +1,10 @@
 // Vectors to what the C target supports. After a lane range is expanded, values of shape (k,) are vectors.
 // Their addresses are put in one form, INDEX(buf, base + VCONST(offsets)) with a scalar base (lane 0's
 // address), from which the renderer picks a vector load or store (offsets 0..k-1) or one access per lane.
-// A kernel whose vectors fall outside what this supports is expanded with scalar copies instead.
+// Values C cannot compute as vectors (per-lane conditions, gathers through computed addresses) become
+// STACKs of their lanes; a kernel whose vectors still fall outside this is expanded with scalar copies.
 import { type DType, dtypes } from '../dtype.ts';
-import { type ArgOf, GroupOp, Ops } from '../uop/ops.ts';
+import { type ArgOf, Ops } from '../uop/ops.ts';
 import { graphRewrite, substitute } from '../uop/pattern.ts';
 import { symbolic } from '../uop/symbolic.ts';
 import { UOp } from '../uop/uop.ts';
@@ -54,39 +55,47 @@ function canonicalAddress(idx: UOp): UOp | undefined {
   return UOp.make(Ops.ADD, [base, UOp.make(Ops.VCONST, [], { values: offsets, dtype: dtypes.index })]);
 }
 
+/** u's value in lane j: each VCONST set to its j-th value, then simplified. */
+function lane(u: UOp, j: number): UOp {
+  const values = new Map(
+    u.toposort().flatMap((x) => (x.op === Ops.VCONST ? [[x, UOp.index(lanesOf(x)[j]!)] as const] : [])),
+  );
+  return graphRewrite(substitute(u, values), symbolic, { name: 'one lane', ctx: {} });
+}
+
+/** Whether C cannot compute vector u as a vector: it reads a bool vector (a per-lane condition) or it is a
+ * load whose address is not affine in the lanes. Such a value is made of its lanes computed as scalars. */
+function byLanes(u: UOp): boolean {
+  if (!isVector(u) || u.dtype === dtypes.bool || u.dtype === dtypes.index) return false;
+  if (u.src.some((s) => isVector(s) && s.dtype === dtypes.bool)) return true;
+  return u.op === Ops.LOAD && isVector(u.src[0]!.src[1]!) && laneOffsets(u.src[0]!.src[1]!) === undefined;
+}
+
 /** Why the kernel's vectors are not supported, or the kernel with canonical vector addresses. */
 export function lowerVectors(ast: UOp): UOp | string {
-  const addresses = new Map<UOp, UOp>();
+  const lowered = new Map<UOp, UOp>();
   for (const u of ast.toposort()) {
-    if ((u.op === Ops.LOAD || u.op === Ops.STORE) && u.src[2] !== undefined && isVector(u.src[2]))
-      return 'a load or store gate differs between lanes';
-    if (u.op === Ops.INDEX && u.src.length === 2 && isVector(u.src[1]!)) {
+    if (byLanes(u))
+      lowered.set(
+        u,
+        UOp.make(
+          Ops.STACK,
+          Array.from({ length: Number(u.shape![0]) }, (_, j) => lane(u, j)),
+        ),
+      );
+    else if (u.op === Ops.INDEX && u.src.length === 2 && isVector(u.src[1]!)) {
       const address = canonicalAddress(u.src[1]!);
-      if (address === undefined) return 'an address is not affine in the lanes';
-      addresses.set(u, u.withSrc([u.src[0]!, address]));
-      continue;
+      if (address !== undefined) lowered.set(u, u.withSrc([u.src[0]!, address]));
     }
-    const value =
-      u.op === Ops.LOAD || u.op === Ops.REDUCE || GroupOp.Unary.has(u.op) || GroupOp.Binary.has(u.op);
-    if (
-      (value || GroupOp.Ternary.has(u.op)) &&
-      isVector(u) &&
-      u.dtype !== dtypes.index &&
-      !VECTOR_DTYPES.has(u.dtype)
-    )
-      return `a vector of ${u.dtype.name}`;
   }
-  const out = substitute(ast, addresses);
-  // index vectors are addresses only: anything else computing with the lanes (a cast of them, say) is not
-  const canonical = new Set([...addresses.values()].map((i) => i.src[1]!));
-  for (const u of out.toposort())
-    if (
-      u.dtype === dtypes.index &&
-      isVector(u) &&
-      u.op !== Ops.VCONST &&
-      u.op !== Ops.STACK &&
-      !canonical.has(u)
-    )
-      return `${Ops[u.op]} computes with the lane index`;
+  const out = substitute(ast, lowered);
+  // what is left of the lanes: index vectors as addresses only, bool vectors nowhere, values of C types
+  const addresses = new Set([...lowered.values()].flatMap((i) => (i.op === Ops.INDEX ? [i.src[1]!] : [])));
+  for (const u of out.toposort()) {
+    if (!isVector(u) || u.op === Ops.VCONST || u.op === Ops.STACK || addresses.has(u)) continue;
+    if (u.dtype === dtypes.index) return `${Ops[u.op]} computes with the lane index`;
+    if (u.dtype === dtypes.bool) return `${Ops[u.op]} makes a bool per lane`;
+    if (u.op !== Ops.PARAM && !VECTOR_DTYPES.has(u.dtype)) return `a vector of ${u.dtype.name}`;
+  }
   return out;
 }

@@ -200,7 +200,9 @@ function cLanguage(indexType: string): Language {
       `data${slot}[${index}] = ${d === dtypes.bfloat16 ? `tg_float_to_bf16(${value})` : value};`,
     declare: (name, d, expr, lanes) => `${lanes > 1 ? vectorType(d, lanes) : type(d)} ${name} = ${expr};`,
     assign: (name, expr) => `${name} = ${expr};`,
-    loopOpen: (name, bound) => `for (${indexType} ${name} = 0; ${name} < ${bound}; ${name}++) {`,
+    // one thread per iteration; a compiler without OpenMP (no _OPENMP) runs the loop serially
+    loopOpen: (name, bound, parallel) =>
+      `${parallel ? `#ifdef _OPENMP\n#pragma omp parallel for num_threads(${bound})\n#endif\n` : ''}for (${indexType} ${name} = 0; ${name} < ${bound}; ${name}++) {`,
     loopClose: '}',
     when: (gate, statement) => `if (${gate}) ${statement}`,
     vector: {

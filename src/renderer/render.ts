@@ -1,7 +1,7 @@
 // The walk every source renderer shares: names for the instructions of a LINEAR program, loops, loads and
 // stores; a Language supplies the text of each construct.
 import { AddrSpace, type ConstValue, type DType, dtypes } from '../dtype.ts';
-import { type ArgOf, GroupOp, Ops, opName } from '../uop/ops.ts';
+import { type ArgOf, AxisType, GroupOp, Ops, opName } from '../uop/ops.ts';
 import type { UOp } from '../uop/uop.ts';
 
 export interface KernelParam {
@@ -26,7 +26,8 @@ export interface Language {
   /** A variable holding expr: a vector when lanes > 1; mutable for an accumulator. */
   declare(name: string, dtype: DType, expr: string, lanes: number, mutable?: boolean): string;
   assign(name: string, expr: string): string;
-  loopOpen(name: string, bound: string): string;
+  /** A loop; its iterations run in parallel threads when `parallel` (a THREAD axis). */
+  loopOpen(name: string, bound: string, parallel: boolean): string;
   readonly loopClose: string;
   when(gate: string, statement: string): string;
   /** Vector values, on targets with vector types (values of shape (k,) reach the renderer only there). */
@@ -176,9 +177,10 @@ export function render(lang: Language, name: string, linear: UOp): string {
         continue;
       }
       case Ops.RANGE: {
-        const n = `ridx${(u.arg as ArgOf<Ops.RANGE>).id}`;
+        const { id, type } = u.arg as ArgOf<Ops.RANGE>;
+        const n = `ridx${id}`;
         names.set(u, n);
-        emit(lang.loopOpen(n, ref(u.src[0]!)));
+        for (const line of lang.loopOpen(n, ref(u.src[0]!), type === AxisType.THREAD).split('\n')) emit(line);
         depth++;
         continue;
       }

@@ -26,6 +26,11 @@ export abstract class Backend {
 
   /** Compiles the kernel `name` from `source`; a source that does not compile throws, showing it. */
   abstract compile(name: string, source: string): Program;
+
+  /** How many threads a kernel's THREAD loop may run on. */
+  threads(): number {
+    return 1;
+  }
 }
 
 /** Throws unless every buffer lives on `backend` (a pointer into another device's memory would crash). */

@@ -6,8 +6,7 @@ import { numberedSource } from './backend.ts';
 /** The C compiler command (words split on spaces, as make does); empty: clang if found, else gcc. */
 export const CC = new ContextVar<string>('CC', '');
 
-// -O3: gcc at -O2 does not vectorize simple loops. Threads (OpenMP) will add -fopenmp here, and for gcc
-// -Wl,-z,nodelete: a gcc OpenMP library loaded by koffi otherwise crashes Node at exit.
+// -O3: gcc at -O2 does not vectorize simple loops.
 export const CFLAGS: readonly string[] = [
   '-O3',
   '-march=native',
@@ -20,12 +19,26 @@ export const CFLAGS: readonly string[] = [
 ];
 export const LDFLAGS: readonly string[] = ['-lm'];
 
+/**
+ * THREAD loops run on OpenMP threads. -z nodelete keeps the library loaded until exit: a gcc OpenMP library
+ * that koffi unloads crashes Node at exit.
+ */
+const OPENMP_FLAGS: readonly string[] = ['-fopenmp', '-Wl,-z,nodelete'];
+
 export interface CCompiler {
   /** The command and its leading arguments. */
   readonly argv: readonly string[];
   /** The first line of `--version`, part of the cache key. */
   readonly version: string;
+  /** The compiler builds OpenMP code (clang needs libomp installed for it). */
+  readonly openmp: boolean;
 }
+
+/** Every flag a kernel compiles with. */
+export const compileFlags = (cc: CCompiler): readonly string[] => [
+  ...CFLAGS,
+  ...(cc.openmp ? OPENMP_FLAGS : []),
+];
 
 const found = new Map<string, CCompiler | Error>();
 
@@ -50,12 +63,20 @@ export function findCompiler(): CCompiler {
 function probeVersion(argv: string[]): CCompiler | undefined {
   const r = spawnSync(argv[0]!, [...argv.slice(1), '--version'], { encoding: 'utf8' });
   if (r.status !== 0) return undefined;
-  return { argv, version: r.stdout.split('\n')[0]!.trim() };
+  const omp = spawnSync(
+    argv[0]!,
+    [...argv.slice(1), ...CFLAGS, ...OPENMP_FLAGS, '-x', 'c', '-', '-o', '/dev/null'],
+    {
+      input: 'void f(int* x) {\n#pragma omp parallel for\n  for (int i = 0; i < 2; i++) x[i] = i;\n}\n',
+      encoding: 'utf8',
+    },
+  );
+  return { argv, version: r.stdout.split('\n')[0]!.trim(), openmp: omp.status === 0 };
 }
 
 /** Compiles C `source` into the shared library `out`; a failure throws with the listing and the compiler's message. */
 export function compileC(cc: CCompiler, name: string, source: string, out: string): void {
-  const args = [...cc.argv.slice(1), ...CFLAGS, '-x', 'c', '-', '-o', out, ...LDFLAGS];
+  const args = [...cc.argv.slice(1), ...compileFlags(cc), '-x', 'c', '-', '-o', out, ...LDFLAGS];
   const r = spawnSync(cc.argv[0]!, args, { input: source, encoding: 'utf8' });
   if (r.status !== 0) {
     const why = r.error?.message ?? (r.stderr.trim() || `exit status ${r.status ?? r.signal}`);

@@ -1,12 +1,12 @@
 // The CPU device: C kernels built by the system compiler, cached on disk, loaded through koffi, run on host memory.
 import { createRequire } from 'node:module';
-import { cpus } from 'node:os';
+import { availableParallelism, cpus } from 'node:os';
 import type { LibraryHandle } from 'koffi';
-import { sha256 } from '../helpers.ts';
+import { ContextVar, sha256 } from '../helpers.ts';
 import { HostAllocator, type HostMemory } from './allocator.ts';
 import { Backend, checkBuffers, type Program, secondsSince } from './backend.ts';
 import type { DeviceBuffer } from './buffer.ts';
-import { CFLAGS, compileC, findCompiler, LDFLAGS } from './cc.ts';
+import { compileC, compileFlags, findCompiler, LDFLAGS } from './cc.ts';
 import { withCachedFile } from './diskcache.ts';
 
 type Koffi = typeof import('koffi');
@@ -19,6 +19,9 @@ function koffi(): Koffi {
 // -march=native makes code for this host's processor: a cache shared between machines must not mix them
 let hostCpu: string | undefined;
 
+/** Threads of a THREAD loop; 0: one per core. Ignored (1) when the compiler has no OpenMP. */
+export const THREADS = new ContextVar('THREADS', 0);
+
 /** Buffers are 64-byte aligned (a cache line; enough for any vector load). */
 export const CPU_ALIGN = 64;
 
@@ -30,10 +33,14 @@ export class CPUBackend extends Backend {
     super(name, 'CPU', new HostAllocator(name, CPU_ALIGN, (bytes) => Number(koffi().address(bytes))));
   }
 
+  override threads(): number {
+    return findCompiler().openmp ? THREADS.value || availableParallelism() : 1;
+  }
+
   compile(name: string, source: string): Program {
     const cc = findCompiler();
     hostCpu ??= cpus()[0]?.model ?? 'unknown';
-    const key = sha256(JSON.stringify([source, cc.argv, cc.version, CFLAGS, LDFLAGS, hostCpu]));
+    const key = sha256(JSON.stringify([source, cc.argv, cc.version, compileFlags(cc), LDFLAGS, hostCpu]));
     let lib = this.libraries.get(key);
     if (lib === undefined) {
       lib = withCachedFile(

@@ -25,6 +25,7 @@ function fill(size: number, dtype: DType, slot: number) {
   const data = Array.from({ length: size }, (_, i) => (slot === 0 ? 0 : ((i * 7 + slot) % 11) - 5));
   if (dtype === dtypes.float64) return Float64Array.from(data);
   if (dtype === dtypes.int32) return Int32Array.from(data);
+  if (dtype === dtypes.bool) return Uint8Array.from(data, (x) => (x > 0 ? 1 : 0));
   return Float32Array.from(data);
 }
 
@@ -123,7 +124,7 @@ describe('vector lanes (C)', () => {
     expect(source.match(/for \(/g)).toHaveLength(3);
   });
 
-  it('fall back to scalar copies where lanes would need a gate per lane', () => {
+  it('load lane by lane where the gate differs between lanes, and compute the rest as vectors', () => {
     // padding the upcast axis makes the load's validity differ between lanes
     const x = new Tensor(fill(8 * 8, dtypes.float32, 1), { device: 'CPU' }).reshape([8, 8]);
     const k = kernelOf(
@@ -134,8 +135,16 @@ describe('vector lanes (C)', () => {
         ])
         .mul(2),
     );
-    const opts: Opt[] = [{ op: 'SPLIT', axis: 1, factor: 2, target: AxisType.UPCAST }];
-    const { out, source } = run(k, opts);
+    const { out, source } = run(k, [{ op: 'SPLIT', axis: 1, factor: 2, target: AxisType.UPCAST }]);
+    expect(source).toMatch(/tg_float2 vec0 = \(\(tg_float2\)\{val0, val1\}\);/);
+    expect(source).toMatch(/tg_float2 alu\d+ = \(vec0\*2\.0f\);/);
+    expect(out).toEqual(run(k, []).out);
+  });
+
+  it('fall back to scalar copies where a vector would hold bools', () => {
+    const x = new Tensor(fill(8 * 8, dtypes.float32, 1), { device: 'CPU' }).reshape([8, 8]);
+    const k = kernelOf(x.gt(0));
+    const { out, source } = run(k, [{ op: 'SPLIT', axis: 1, factor: 4, target: AxisType.UPCAST }]);
     expect(source).not.toContain('vector_size');
     expect(out).toEqual(run(k, []).out);
   });

@@ -10,6 +10,7 @@ export type Opt = { op: 'SPLIT'; axis: number; factor: number; target: AxisType;
 const SPLIT_FROM: Partial<Record<AxisType, readonly AxisType[]>> = {
   [AxisType.UPCAST]: [AxisType.GLOBAL, AxisType.LOCAL, AxisType.LOOP],
   [AxisType.UNROLL]: [AxisType.REDUCE, AxisType.GROUP_REDUCE],
+  [AxisType.THREAD]: [AxisType.GLOBAL, AxisType.LOOP],
 };
 
 /** Expanded axes become registers: a larger factor would only spill. */
@@ -49,7 +50,8 @@ function illegal(o: Opt, ranges: readonly UOp[]): string | undefined {
   if (!Number.isInteger(o.factor) || o.factor < 2)
     return `factor ${o.factor} must be an integer of at least 2`;
   if (n % o.factor !== 0) return `factor ${o.factor} does not divide the axis size ${n}`;
-  if (o.factor > MAX_REGISTER_FACTOR)
+  if (o.target === AxisType.THREAD && !o.top) return 'a THREAD split is the outer part: give top: true';
+  if (o.target !== AxisType.THREAD && o.factor > MAX_REGISTER_FACTOR)
     return `factor ${o.factor} exceeds the register limit of ${MAX_REGISTER_FACTOR} for ${o.target}`;
   return undefined;
 }
