@@ -1,6 +1,6 @@
 // Linearize: orders a kernel's nodes into a LINEAR program. Each END opens its RANGEs, outermost first;
 // a node is placed in the outermost loop that has all the ranges it needs (so loop-invariant work is hoisted).
-import { Ops } from '../uop/ops.ts';
+import { type ArgOf, Ops } from '../uop/ops.ts';
 import { UOp } from '../uop/uop.ts';
 import { rangesOf } from './scope.ts';
 
@@ -51,7 +51,9 @@ export function linearize(sink: UOp): UOp {
   function emitLoop(end: UOp, open: ReadonlySet<UOp>): void {
     const [body, ...ranges] = end.src as [UOp, ...UOp[]];
     const inner = new Set(open);
-    const order = [...ranges].sort((a, b) => a.id - b.id);
+    // loop order is the ranges' ids (what SWAP changes), not the nodes' creation order
+    const rangeId = (r: UOp) => (r.arg as ArgOf<Ops.RANGE>).id;
+    const order = [...ranges].sort((a, b) => rangeId(a) - rangeId(b));
     for (const r of order) {
       emitFrom(r.src[0]!, inner);
       emitFrom(body, inner); // hoist what does not need this loop
