@@ -6,7 +6,8 @@ import { graphRewrite, PatternMatcher, UPat } from '../uop/pattern.ts';
 import { UOp } from '../uop/uop.ts';
 import { rangesOf } from './scope.ts';
 
-function identity(op: ReduceOp, dtype: DType): UOp {
+/** The value a reduction starts from, which leaves any other value unchanged. */
+export function reduceIdentity(op: ReduceOp, dtype: DType): UOp {
   if (op === Ops.ADD) return UOp.const(dtype, 0);
   if (op === Ops.MUL) return UOp.const(dtype, 1);
   return UOp.const(dtype, dtype.isFloat ? -Infinity : dtype.min);
@@ -28,7 +29,7 @@ function accumulate(r: UOp, ctx: Ctx): UOp {
   // the accumulator restarts for every element of the loops around the reduce
   const outer = [...rangesOf(r)].sort((a, b) => a.id - b.id);
   const home = outer.length ? UOp.make(Ops.AFTER, [acc, ...outer]) : acc;
-  const init = UOp.make(Ops.STORE, [UOp.make(Ops.INDEX, [home, zero]), identity(op, r.dtype)]);
+  const init = UOp.make(Ops.STORE, [UOp.make(Ops.INDEX, [home, zero]), reduceIdentity(op, r.dtype)]);
   // read and written in every iteration of the reduce loops
   const running = UOp.make(Ops.INDEX, [UOp.make(Ops.AFTER, [acc, init, ...ranges]), zero]);
   const update = UOp.make(Ops.STORE, [running, UOp.make(op, [UOp.make(Ops.LOAD, [running]), value])]);

@@ -11,13 +11,15 @@ import { decompose } from './decompose.ts';
 import { expandRanges } from './expand.ts';
 import { linearize } from './linearize.ts';
 import { handCodedOpts } from './opt/heuristic.ts';
-import { applyOpts, type Opt } from './opt/opts.ts';
+import { applyOpts, type Opt, type Target } from './opt/opts.ts';
 
 export interface LoweredKernel {
   name: string;
   /** The name with each loop size coloured by its axis type (for DEBUG output). */
   display: string;
   linear: UOp;
+  /** The opts applied, left to right. */
+  opts: readonly Opt[];
   /** Arithmetic ops the kernel runs (index arithmetic excluded). */
   flops: number;
 }
@@ -79,6 +81,8 @@ export interface LowerOptions {
   lacks?: ReadonlySet<Ops>;
   /** Kernel optimizations, left to right (src/codegen/opt/opts.ts); by default the hand-coded ones. */
   opts?: readonly Opt[];
+  /** What the device has, for the opts' legality (src/codegen/opt/opts.ts); by default a CPU. */
+  target?: Target;
 }
 
 export function lowerKernel(ast: UOp, opts: LowerOptions = {}): LoweredKernel {
@@ -86,11 +90,18 @@ export function lowerKernel(ast: UOp, opts: LowerOptions = {}): LoweredKernel {
   let k = graphRewrite(ast, symbolic, { name: 'simplify indices', ctx: {} });
   k = decompose(k, opts.lacks ?? new Set());
   k = collapseReduces(k);
-  k = applyOpts(k, opts.opts ?? handCodedOpts(k));
+  const applied = opts.opts ?? handCodedOpts(k);
+  k = applyOpts(k, applied, opts.target);
   const named = k; // named after the loops that remain
   k = expandRanges(k);
   k = reduceToAccumulators(k);
   const linear = linearize(k);
   verifyStage(linear, 'linear');
-  return { name: kernelName(named), display: kernelName(named, true), linear, flops: countFlops(linear) };
+  return {
+    name: kernelName(named),
+    display: kernelName(named, true),
+    linear,
+    opts: applied,
+    flops: countFlops(linear),
+  };
 }

@@ -2,6 +2,7 @@
 // the input buffers, fresh output buffers and planned intermediate storage. Plans are cached by content key.
 import { lowerKernel } from '../codegen/index.ts';
 import { NOOPT } from '../codegen/opt/heuristic.ts';
+import { printOpts } from '../codegen/opt/opts.ts';
 import type { DType } from '../dtype.ts';
 import { DEBUG } from '../helpers.ts';
 import { renderC } from '../renderer/c.ts';
@@ -44,7 +45,7 @@ function programFor(ast: UOp, device: string): Compiled {
   const key = `${device}|${NOOPT.value}|${ast.key}`;
   let p = programs.get(key);
   if (p === undefined) {
-    const { name, linear, display, flops } = lowerKernel(ast);
+    const { name, linear, display, flops, opts } = lowerKernel(ast);
     const backend = Device.get(device);
     const render = RENDERERS[backend.kind];
     if (render === undefined) throw new Error(`no renderer for device ${device}`);
@@ -52,8 +53,7 @@ function programFor(ast: UOp, device: string): Compiled {
     if (DEBUG.value >= 5) console.log(toCode(ast));
     if (DEBUG.value >= 6) console.log(printLinear(linear));
     if (DEBUG.value >= 4) console.log(source);
-    if (DEBUG.value >= 3)
-      console.log(`${name}: no optimizations applied (the kernel optimizer is not built yet)`);
+    if (DEBUG.value >= 3) console.log(`${display}: ${opts.length ? printOpts(opts) : 'no opts'}`);
     p = { program: backend.compile(name, source), display, flops };
     programs.set(key, p);
   }

@@ -3,7 +3,8 @@ import { dtypes } from '../../dtype.ts';
 import { ContextVar } from '../../helpers.ts';
 import { type ArgOf, AxisType, Ops } from '../../uop/ops.ts';
 import type { UOp } from '../../uop/uop.ts';
-import { kernelRanges, type Opt } from './opts.ts';
+import { kernelRanges } from './axes.ts';
+import type { Opt } from './opts.ts';
 
 export const NOOPT = new ContextVar('NOOPT', 0);
 
