@@ -68,6 +68,8 @@ export function splitAxis(ast: UOp, axis: number, factor: number, target: AxisTy
  * Axis `axis` of size n runs to the next multiple of `multiple` instead. The extra iterations must do nothing:
  * loads whose address depends on the axis read 0 there instead of memory, stores that depend on it are
  * skipped, and a reduction over it sees its identity (0 for a sum, -inf for a max) in place of the value.
+ * What the padding computes from its zeros is thrown away, and cannot trap: the renderers make an integer
+ * division by 0 give 0 unless the divisor is provably positive.
  */
 export function padAxis(ast: UOp, axis: number, multiple: number): UOp {
   const r = kernelRanges(ast)[axis]!;

@@ -1,8 +1,7 @@
 // Kernel optimizations (the spec's OptOps): what each opt is, when it is legal on a target, and applying a
 // list of them to a kernel AST. The range rewrites themselves are in axes.ts.
-import { AxisType, axisLetter, Ops } from '../../uop/ops.ts';
+import { AxisType, axisLetter } from '../../uop/ops.ts';
 import type { UOp } from '../../uop/uop.ts';
-import { rangesOf } from '../scope.ts';
 import { constSize, kernelRanges, padAxis, rangeArg, splitAxis, swapAxes } from './axes.ts';
 
 /** An opt's `axis` counts the kernel's ranges in id order (kernelRanges), as they are when the opt applies. */
@@ -91,7 +90,6 @@ const SWAP_CLASS: Partial<Record<AxisType, string>> = {
 };
 
 interface Kernel {
-  ast: UOp;
   ranges: readonly UOp[];
   target: Target;
   /** the opt is the list's first */
@@ -152,12 +150,6 @@ function padIllegal(o: Extract<Opt, { op: 'PADTO' }>, k: Kernel): string | undef
   const padded = Math.ceil(n / o.multiple) * o.multiple;
   if (padded > MAX_PAD_GROWTH * n)
     return `padding the axis from ${n} to ${padded} more than doubles it (at most ${MAX_PAD_GROWTH * n})`;
-  // the padding's values are thrown away, but an integer division by 0 there would trap before that
-  const trap = k.ast
-    .toposort()
-    .find((u) => (u.op === Ops.IDIV || u.op === Ops.MOD) && rangesOf(u.src[1]!).has(r));
-  if (trap !== undefined)
-    return 'the kernel divides integers by a value that varies along the axis; in the padding it may be 0 and trap';
   return undefined;
 }
 
@@ -225,7 +217,7 @@ export function applyOpts(ast: UOp, opts: readonly Opt[], target: Target = CPU_T
   let noLocals = false;
   return opts.reduce((k, o, i) => {
     const ranges = kernelRanges(k);
-    const why = illegal(o, { ast: k, ranges, target, first: i === 0, noLocals });
+    const why = illegal(o, { ranges, target, first: i === 0, noLocals });
     if (why !== undefined)
       throw new Error(`opt ${printOpt(o)} is illegal: ${why}; kernel axes: ${describeAxes(ranges)}`);
     if (o.op === 'NOLOCALS') noLocals = true;
