@@ -290,7 +290,7 @@ describe('illegal opts', () => {
       'factor 1 must be an integer of at least 2',
     );
     expect(refuse([split(0, 2, THREAD)])).toThrow(
-      'a THREAD axis is the outer part of its split (top: true): each thread takes a contiguous block',
+      'opt SPLIT(0,2,THREAD) is illegal: a THREAD axis is the outer part of its split (top: true)',
     );
     expect(refuse([split(1, 2, THREAD, true)])).toThrow('THREAD splits GLOBAL, LOOP axes, not REDUCE');
     expect(refuse([split(0, 3, THREAD, true)], { ...CPU_TARGET, threads: 2 })).toThrow(

@@ -114,8 +114,7 @@ function splitIllegal(o: Extract<Opt, { op: 'SPLIT' }>, k: Kernel): string | und
   const r = k.ranges[o.axis]!;
   const type = rangeArg(r).type;
   if (!rule.from.includes(type)) return `${o.target} splits ${rule.from.join(', ')} axes, not ${type}`;
-  if (rule.part === 'outer' && !o.top)
-    return `a ${o.target} axis is the outer part of its split (top: true): each thread takes a contiguous block`;
+  if (rule.part === 'outer' && !o.top) return `a ${o.target} axis is the outer part of its split (top: true)`;
   if (rule.part === 'inner' && o.top) return `a ${o.target} axis is the inner part of its split (top: false)`;
   const n = constSize(r);
   if (n === undefined) return 'the axis size is symbolic';
