@@ -1,4 +1,4 @@
-// Speed of generated kernels (matmul, fused elementwise, reduce, softmax) and of the compiler itself,
+// Speed of generated kernels (matmul, elementwise, sum, copy, softmax, conv2d) and of the compiler itself,
 // beside numpy's figures from the same run when python3 has numpy. Usage: npm run bench:ops [-- DEV]
 import { spawnSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
@@ -38,6 +38,12 @@ interface Row {
   peer?: number;
 }
 const rows: Row[] = [];
+const row = (r: Row) => {
+  rows.push(r);
+  return r;
+};
+/** Figures compared within the run: of / to, for tsgrad and for numpy. */
+const ratios: { what: string; of: Row; to: Row }[] = [];
 const peer = runPeer();
 
 for (const n of [512, 1024, 2048]) {
@@ -59,7 +65,24 @@ for (const n of [512, 1024, 2048]) {
   rows.push({ what: 'fused x*y+1, 2^24 f32', value: (3 * 4 * n) / t / 1e9, unit: 'GB/s', peer: peer?.fused });
   const s = rand([1 << 26]).realize();
   const tr = best(() => s.sum());
-  rows.push({ what: 'sum of 2^26 f32', value: (4 * (1 << 26)) / tr / 1e9, unit: 'GB/s', peer: peer?.sum });
+  const sum = row({
+    what: 'sum of 2^26 f32',
+    value: (4 * (1 << 26)) / tr / 1e9,
+    unit: 'GB/s',
+    peer: peer?.sum,
+  });
+  // a plain copy (of a view, so that it is a kernel) is the bandwidth a streaming kernel can expect; it is
+  // assigned into a buffer that exists, as numpy's copyto is: a fresh 256 MB output costs its page faults
+  const m = (1 << 26) - 16;
+  const dst = rand([m]).realize();
+  const tc = best(() => dst.assign(s.shrink([[16, 1 << 26]])));
+  const copy = row({
+    what: 'copy of 2^26 f32 (read + write)',
+    value: (8 * m) / tc / 1e9,
+    unit: 'GB/s',
+    peer: peer?.copy,
+  });
+  ratios.push({ what: "sum's GB/s / a copy's", of: sum, to: copy });
 }
 {
   const x = rand([4096, 1024]).realize();
@@ -81,12 +104,24 @@ for (const n of [512, 1024, 2048]) {
   const x = rand([32, 64, 56, 56]).realize();
   const w = rand([64, 64, 3, 3]).realize();
   const t = best(() => x.conv2d(w, undefined, { padding: 1 }), 1);
-  rows.push({
+  const conv = row({
     what: 'conv2d 32x64x56x56, 64 3x3, pad 1',
     value: (2 * 32 * 64 * 56 * 56 * 64 * 9) / t / 1e9,
     unit: 'GFLOP/s',
     peer: peer?.conv2d,
   });
+  // the matmul of the same size: an output pixel per row (M), a 3x3 window of 64 channels per column (K)
+  const [M, K, N] = [32 * 56 * 56, 64 * 9, 64];
+  const a = rand([M, K]).realize();
+  const b = rand([K, N]).realize();
+  const tm = best(() => a.matmul(b), 1);
+  const mm = row({
+    what: `matmul ${M}x${K}x${N} (conv2d's size)`,
+    value: (2 * M * K * N) / tm / 1e9,
+    unit: 'GFLOP/s',
+    peer: peer?.convMatmul,
+  });
+  ratios.push({ what: "conv2d's GFLOP/s / its matmul's", of: conv, to: mm });
 }
 {
   // the compiler: scheduling and codegen of an 8-layer MLP's forward pass, on NULL (nothing compiles or runs)
@@ -125,6 +160,13 @@ for (const r of rows) {
     `${r.what.padEnd(42)} ${r.value.toFixed(1).padStart(10)} ${p.padStart(10)} ${ratio.padStart(7)}  ${r.unit}`,
   );
 }
+console.log(`\n${'ratios within the run'.padEnd(42)} ${'tsgrad'.padStart(10)} ${'numpy'.padStart(10)}`);
+const percent = (a: number | undefined, b: number | undefined) =>
+  a === undefined || b === undefined ? '' : `${((a / b) * 100).toFixed(0)}%`;
+for (const { what, of, to } of ratios)
+  console.log(
+    `${what.padEnd(42)} ${percent(of.value, to.value).padStart(10)} ${percent(of.peer, to.peer).padStart(10)}`,
+  );
 if (peer === undefined) console.log('\n(numpy figures need python3 with numpy)');
 
 function runPeer(): Record<string, number> | undefined {

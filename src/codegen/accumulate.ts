@@ -7,7 +7,8 @@ import { graphRewrite, PatternMatcher, substitute, UPat } from '../uop/pattern.t
 import { UOp } from '../uop/uop.ts';
 import { rangesOf } from './scope.ts';
 
-function identity(op: ReduceOp, dtype: DType): UOp {
+/** The value a reduction starts from, which leaves any other value unchanged. */
+export function reduceIdentity(op: ReduceOp, dtype: DType): UOp {
   if (op === Ops.ADD) return UOp.const(dtype, 0);
   if (op === Ops.MUL) return UOp.const(dtype, 1);
   return UOp.const(dtype, dtype.isFloat ? -Infinity : dtype.min);
@@ -40,7 +41,7 @@ function accumulate(r: UOp, ctx: Ctx): UOp {
   const whole = lanes
     ? UOp.make(Ops.VCONST, [], { values: Array.from({ length: lanes }, (_, i) => i), dtype: dtypes.index })
     : UOp.index(0);
-  const start = identity(op, r.dtype);
+  const start = reduceIdentity(op, r.dtype);
   // the accumulator restarts for every element of the loops around the reduce
   const outer = [...rangesOf(r)].sort((a, b) => axisId(a) - axisId(b));
   const home = outer.length ? UOp.make(Ops.AFTER, [acc, ...outer]) : acc;

@@ -12,7 +12,7 @@ import { decompose } from './decompose.ts';
 import { expandRanges, laneRange } from './expand.ts';
 import { linearize } from './linearize.ts';
 import { handCodedOpts } from './opt/heuristic.ts';
-import { applyOpts, type Opt } from './opt/opts.ts';
+import { applyOpts, CPU_TARGET, type Opt, type Target } from './opt/opts.ts';
 import { lowerVectors } from './vectors.ts';
 
 export interface LoweredKernel {
@@ -20,6 +20,8 @@ export interface LoweredKernel {
   /** The name with each loop size coloured by its axis type (for DEBUG output). */
   display: string;
   linear: UOp;
+  /** The opts applied, left to right. */
+  opts: readonly Opt[];
   /** Arithmetic ops the kernel runs (index arithmetic excluded). */
   flops: number;
 }
@@ -81,8 +83,8 @@ export interface LowerOptions {
   lacks?: ReadonlySet<Ops>;
   /** Kernel optimizations, left to right (src/codegen/opt/opts.ts); by default the hand-coded ones. */
   opts?: readonly Opt[];
-  /** The target has vector types: an UPCAST range may become the lanes of vectors. */
-  vectors?: boolean;
+  /** What the device has, for the opts and their legality (src/codegen/opt/opts.ts); by default a CPU. */
+  target?: Target;
 }
 
 /** The kernel expanded with its innermost UPCAST as vector lanes, or why it cannot be. */
@@ -102,14 +104,22 @@ export function lowerKernel(ast: UOp, opts: LowerOptions = {}): LoweredKernel {
   let k = graphRewrite(ast, symbolic, { name: 'simplify indices', ctx: {} });
   k = decompose(k, opts.lacks ?? new Set());
   k = collapseReduces(k);
-  k = applyOpts(k, opts.opts ?? handCodedOpts(k));
+  const target = opts.target ?? CPU_TARGET;
+  const applied = opts.opts ?? handCodedOpts(k, target);
+  k = applyOpts(k, applied, target);
   const named = k; // named after the loops that remain
-  const vectorized = opts.vectors ? expandLanes(k) : 'the target has no vector types';
+  const vectorized = target.vectors ? expandLanes(k) : 'the target has no vector types';
   if (typeof vectorized === 'string' && DEBUG.value >= 4)
     console.log(`${kernelName(named)}: scalar copies: ${vectorized}`);
   k = typeof vectorized === 'string' ? expandRanges(k) : vectorized;
   k = reduceToAccumulators(k);
   const linear = linearize(k);
   verifyStage(linear, 'linear');
-  return { name: kernelName(named), display: kernelName(named, true), linear, flops: countFlops(linear) };
+  return {
+    name: kernelName(named),
+    display: kernelName(named, true),
+    linear,
+    opts: applied,
+    flops: countFlops(linear),
+  };
 }

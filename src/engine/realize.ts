@@ -2,11 +2,12 @@
 // the input buffers, fresh output buffers and planned intermediate storage. Plans are cached by content key.
 import { lowerKernel } from '../codegen/index.ts';
 import { NOOPT } from '../codegen/opt/heuristic.ts';
+import { CPU_TARGET, printOpts, type Target } from '../codegen/opt/opts.ts';
 import type { DType } from '../dtype.ts';
 import { DEBUG } from '../helpers.ts';
 import { renderC } from '../renderer/c.ts';
 import { renderJS } from '../renderer/js.ts';
-import type { Program } from '../runtime/backend.ts';
+import type { Backend, Program } from '../runtime/backend.ts';
 import { DeviceBuffer } from '../runtime/buffer.ts';
 import { Device } from '../runtime/device.ts';
 import { callify } from '../schedule/callify.ts';
@@ -30,8 +31,12 @@ const RENDERERS: Record<string, ((name: string, linear: UOp) => string) | undefi
   NULL: renderC,
 };
 
-/** Device kinds whose renderer has vector types. */
-const VECTOR_TARGETS: ReadonlySet<string> = new Set(['CPU', 'NULL']);
+/** What the kernel optimizer may use on a device: C has vector types, JS does not. */
+const targetOf = (backend: Backend): Target => ({
+  ...CPU_TARGET,
+  threads: backend.threads(),
+  vectors: backend.kind !== 'JS',
+});
 
 const programs = new Map<string, Compiled>();
 
@@ -48,15 +53,14 @@ function programFor(ast: UOp, device: string): Compiled {
   let p = programs.get(key);
   if (p === undefined) {
     const backend = Device.get(device);
-    const { name, linear, display, flops } = lowerKernel(ast, { vectors: VECTOR_TARGETS.has(backend.kind) });
+    const { name, linear, display, flops, opts } = lowerKernel(ast, { target: targetOf(backend) });
     const render = RENDERERS[backend.kind];
     if (render === undefined) throw new Error(`no renderer for device ${device}`);
     const source = render(name, linear);
     if (DEBUG.value >= 5) console.log(toCode(ast));
     if (DEBUG.value >= 6) console.log(printLinear(linear));
     if (DEBUG.value >= 4) console.log(source);
-    if (DEBUG.value >= 3)
-      console.log(`${name}: no optimizations applied (the kernel optimizer is not built yet)`);
+    if (DEBUG.value >= 3) console.log(`${display}: ${opts.length ? printOpts(opts) : 'no opts'}`);
     p = { program: backend.compile(name, source), display, flops };
     programs.set(key, p);
   }

@@ -2,7 +2,8 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { lowerKernel } from '../../src/codegen/index.ts';
-import { applyOpts, kernelRanges, type Opt } from '../../src/codegen/opt/opts.ts';
+import { kernelRanges } from '../../src/codegen/opt/axes.ts';
+import { applyOpts, CPU_TARGET, type Opt } from '../../src/codegen/opt/opts.ts';
 import { type DType, dtypes } from '../../src/dtype.ts';
 import { scheduleOf } from '../../src/engine/realize.ts';
 import { renderC } from '../../src/renderer/c.ts';
@@ -31,7 +32,7 @@ function fill(size: number, dtype: DType, slot: number) {
 
 /** Lowers the kernel with opts for the C target, runs it on the CPU, returns the output and the source. */
 function run(k: { ast: UOp; bufs: UOp[] }, opts: readonly Opt[]): { out: number[]; source: string } {
-  const { name, linear } = lowerKernel(k.ast, { opts, vectors: true });
+  const { name, linear } = lowerKernel(k.ast, { opts, target: { ...CPU_TARGET, vectors: true } });
   const bufs = k.bufs.map((b, slot) => {
     const size = (b.shape as number[]).reduce((a, d) => a * d, 1);
     return new DeviceBuffer(cpu, size, b.dtype).copyin(fill(size, b.dtype, slot));

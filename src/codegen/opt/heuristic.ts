@@ -3,7 +3,8 @@ import { dtypes } from '../../dtype.ts';
 import { ContextVar } from '../../helpers.ts';
 import { type ArgOf, AxisType, Ops } from '../../uop/ops.ts';
 import type { UOp } from '../../uop/uop.ts';
-import { kernelRanges, type Opt } from './opts.ts';
+import { kernelRanges } from './axes.ts';
+import type { Opt, Target } from './opts.ts';
 
 export const NOOPT = new ContextVar('NOOPT', 0);
 
@@ -31,7 +32,7 @@ function unrollable(ast: UOp): Set<UOp> {
   return out;
 }
 
-export function handCodedOpts(ast: UOp): Opt[] {
+export function handCodedOpts(ast: UOp, _target: Target): Opt[] {
   if (NOOPT.value) return [];
   const opts: Opt[] = [];
   const candidates = unrollable(ast);

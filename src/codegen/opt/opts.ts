@@ -1,105 +1,233 @@
-// Kernel optimizations (the spec's OptOps) as transforms of a kernel AST's ranges; SPLIT only for now.
-import { type ArgOf, AxisType, axisLetter, Ops } from '../../uop/ops.ts';
-import { UOp } from '../../uop/uop.ts';
+// Kernel optimizations (the spec's OptOps): what each opt is, when it is legal on a target, and applying a
+// list of them to a kernel AST. The range rewrites themselves are in axes.ts.
+import { AxisType, axisLetter } from '../../uop/ops.ts';
+import type { UOp } from '../../uop/uop.ts';
+import { constSize, kernelRanges, padAxis, rangeArg, splitAxis, swapAxes } from './axes.ts';
 
-/** SPLIT: range `axis` (an index into the kernel's ranges sorted by id) of size n becomes (n/factor, factor),
- * or (factor, n/factor) when top; the sub-range of size factor gets the target type. */
-export type Opt = { op: 'SPLIT'; axis: number; factor: number; target: AxisType; top?: boolean };
+/** An opt's `axis` counts the kernel's ranges in id order (kernelRanges), as they are when the opt applies. */
+export type Opt =
+  /** Axis of size n becomes (n/factor, factor), or (factor, n/factor) when top; the factor part gets target. */
+  | { op: 'SPLIT'; axis: number; factor: number; target: AxisType; top?: boolean }
+  /** The axis runs to the next multiple of `multiple`; the extra iterations are masked off. */
+  | { op: 'PADTO'; axis: number; multiple: number }
+  /** Axes `axis` and `other` trade places in loop order. */
+  | { op: 'SWAP'; axis: number; other: number }
+  /** No LOCAL or GROUP_REDUCE axis may be made after this. */
+  | { op: 'NOLOCALS' }
+  /**
+   * Tensor cores on reduce axis `axis`: `tc` picks the target's WMMA shape, `opt` how far output axes may be
+   * reshaped to fit it, `mode` real instructions or their emulation. Only the CUDA backend will have them.
+   */
+  | { op: 'TC'; axis: number; tc: number; opt: number; mode: number };
 
-/** Which axis types a split may target, from which types (the spec's "Split from" column). */
-const SPLIT_FROM: Partial<Record<AxisType, readonly AxisType[]>> = {
-  [AxisType.UPCAST]: [AxisType.GLOBAL, AxisType.LOCAL, AxisType.LOOP],
-  [AxisType.UNROLL]: [AxisType.REDUCE, AxisType.GROUP_REDUCE],
-  [AxisType.THREAD]: [AxisType.GLOBAL, AxisType.LOOP],
-};
-
-/** Expanded axes become registers: a larger factor would only spill. */
-const MAX_REGISTER_FACTOR = 16;
-
-const rangeArg = (r: UOp) => r.arg as ArgOf<Ops.RANGE>;
-
-/** The kernel's ranges in id order: what an opt's axis counts. */
-export function kernelRanges(ast: UOp): UOp[] {
-  return ast
-    .toposort()
-    .filter((u) => u.op === Ops.RANGE)
-    .sort((a, b) => rangeArg(a).id - rangeArg(b).id);
+/** What legality needs to know about the device a kernel is for. */
+export interface Target {
+  /** Workgroup-shared memory: LOCAL and GROUP_REDUCE axes live in it. */
+  localMemory: boolean;
+  /** Warp-level matrix multiply instructions, which TC uses. */
+  tensorCores: boolean;
+  /** The largest factor of one UPCAST or UNROLL split: its copies live in registers, and more would spill. */
+  maxUpcast: number;
+  /** Threads a kernel may run on: the product of its THREAD axes' sizes is at most this. */
+  threads: number;
+  /** Vector types: the innermost UPCAST axis may become the lanes of vectors (src/codegen/vectors.ts). */
+  vectors: boolean;
 }
 
+/** A CPU without vector types (the JS device): no local memory, no tensor cores. Devices set their thread count. */
+export const CPU_TARGET: Target = {
+  localMemory: false,
+  tensorCores: false,
+  maxUpcast: 16,
+  threads: 8,
+  vectors: false,
+};
+
+export function printOpt(o: Opt): string {
+  switch (o.op) {
+    case 'SPLIT':
+      return `SPLIT(${o.axis},${o.factor},${o.target}${o.top ? ',top' : ''})`;
+    case 'PADTO':
+      return `PADTO(${o.axis},${o.multiple})`;
+    case 'SWAP':
+      return `SWAP(${o.axis},${o.other})`;
+    case 'NOLOCALS':
+      return 'NOLOCALS';
+    case 'TC':
+      return `TC(${o.axis},${o.tc},${o.opt},${o.mode})`;
+  }
+}
+
+/** An opt list as one line, e.g. `SPLIT(1,4,UPCAST) PADTO(0,32) SWAP(0,1)`. */
+export const printOpts = (opts: readonly Opt[]): string => opts.map(printOpt).join(' ');
+
 const describeAxes = (ranges: readonly UOp[]) =>
-  ranges
-    .map(
-      (r, i) =>
-        `${i}:${axisLetter[rangeArg(r).type]}${r.src[0]!.op === Ops.CONST ? r.src[0]!.constValue : 'n'}`,
-    )
-    .join(' ');
+  ranges.map((r, i) => `${i}:${axisLetter[rangeArg(r).type]}${constSize(r) ?? 'n'}`).join(' ');
 
-const describeOpt = (o: Opt) =>
-  `${o.op}(axis ${o.axis}, factor ${o.factor}, ${o.target}${o.top ? ', top' : ''})`;
+/** What a SPLIT can make, from which axis types (the spec's "Split from"), and which part it must be. */
+interface SplitRule {
+  from: readonly AxisType[];
+  /** outer: the new axis must be the top part; inner: the bottom part; either: both are fine. */
+  part: 'outer' | 'inner' | 'either';
+  /** The new axis lives in local memory. */
+  local?: true;
+  /** The new axis becomes copies in registers (at most maxUpcast of them per split). */
+  registers?: true;
+}
+const { GLOBAL, LOCAL, LOOP, REDUCE, GROUP_REDUCE, THREAD, UPCAST, UNROLL } = AxisType;
+const SPLITS: Partial<Record<AxisType, SplitRule>> = {
+  [LOCAL]: { from: [GLOBAL, LOOP], part: 'inner', local: true },
+  // each thread takes a contiguous block of the axis
+  [THREAD]: { from: [GLOBAL, LOOP], part: 'outer' },
+  [GROUP_REDUCE]: { from: [REDUCE], part: 'either', local: true },
+  // the spec makes these inner (vectorizable); an outer one is still correct, since expansion copies either
+  [UPCAST]: { from: [GLOBAL, LOCAL, LOOP], part: 'either', registers: true },
+  [UNROLL]: { from: [REDUCE, GROUP_REDUCE], part: 'either', registers: true },
+};
 
-/** Why opt cannot apply to these ranges, or undefined when it can. */
-function illegal(o: Opt, ranges: readonly UOp[]): string | undefined {
-  const r = ranges[o.axis];
-  if (r === undefined) return `axis ${o.axis} does not exist`;
-  const from = SPLIT_FROM[o.target];
-  if (from === undefined) return `split target ${o.target} is not supported yet (UPCAST and UNROLL are)`;
+/** Axis types PADTO pads: split parts are padded before the split, where one mask covers them all. */
+const PADDABLE: readonly AxisType[] = [GLOBAL, LOOP, REDUCE];
+/** Padding may at most double an axis: beyond that most of the work would be masked off. */
+const MAX_PAD_GROWTH = 2;
+
+/** Axis types SWAP reorders, by class: loops of one class trade places, never a loop and a reduce. */
+const SWAP_CLASS: Partial<Record<AxisType, string>> = {
+  [GLOBAL]: 'loop',
+  [LOOP]: 'loop',
+  [REDUCE]: 'reduce',
+};
+
+interface Kernel {
+  ranges: readonly UOp[];
+  target: Target;
+  /** the opt is the list's first */
+  first: boolean;
+  /** NOLOCALS came earlier in the list */
+  noLocals: boolean;
+}
+
+const axisError = (k: Kernel, axis: number) =>
+  Number.isInteger(axis) && k.ranges[axis] !== undefined ? undefined : `axis ${axis} does not exist`;
+
+function splitIllegal(o: Extract<Opt, { op: 'SPLIT' }>, k: Kernel): string | undefined {
+  const missing = axisError(k, o.axis);
+  if (missing !== undefined) return missing;
+  if (o.target === AxisType.WARP) return 'WARP axes are made by TC, not by SPLIT';
+  const rule = SPLITS[o.target];
+  if (rule === undefined)
+    return `${o.target} is not a split target (those are ${Object.keys(SPLITS).join(', ')})`;
+  if (rule.local && !k.target.localMemory)
+    return `${o.target} axes need local memory, which the target does not have`;
+  if (rule.local && k.noLocals) return `NOLOCALS came earlier, so no ${o.target} axis may be made`;
+  const r = k.ranges[o.axis]!;
   const type = rangeArg(r).type;
-  if (!from.includes(type)) return `${o.target} splits ${from.join(', ')} axes, not ${type}`;
-  if (r.src[0]!.op !== Ops.CONST) return 'the axis size is symbolic';
-  const n = Number(r.src[0]!.constValue);
+  if (!rule.from.includes(type)) return `${o.target} splits ${rule.from.join(', ')} axes, not ${type}`;
+  if (rule.part === 'outer' && !o.top) return `a ${o.target} axis is the outer part of its split (top: true)`;
+  if (rule.part === 'inner' && o.top) return `a ${o.target} axis is the inner part of its split (top: false)`;
+  const n = constSize(r);
+  if (n === undefined) return 'the axis size is symbolic';
   if (!Number.isInteger(o.factor) || o.factor < 2)
     return `factor ${o.factor} must be an integer of at least 2`;
   if (n % o.factor !== 0) return `factor ${o.factor} does not divide the axis size ${n}`;
-  if (o.target === AxisType.THREAD && !o.top) return 'a THREAD split is the outer part: give top: true';
-  if (o.target !== AxisType.THREAD && o.factor > MAX_REGISTER_FACTOR)
-    return `factor ${o.factor} exceeds the register limit of ${MAX_REGISTER_FACTOR} for ${o.target}`;
+  if (rule.registers && o.factor > k.target.maxUpcast)
+    return `factor ${o.factor} exceeds the register limit of ${k.target.maxUpcast} for ${o.target}`;
+  if (o.target === THREAD) {
+    const threads = k.ranges.reduce(
+      (p, x) => (rangeArg(x).type === THREAD ? p * constSize(x)! : p),
+      o.factor,
+    );
+    if (threads > k.target.threads)
+      return `${threads} threads exceed the target's ${k.target.threads} (the THREAD axes' sizes multiply)`;
+  }
   return undefined;
 }
 
-/** Rebuilds ast with range r replaced by (outer, inner) in END and REDUCE lists and by expr elsewhere. */
-function splitRange(ast: UOp, r: UOp, outer: UOp, inner: UOp, expr: UOp, renumber: Map<UOp, UOp>): UOp {
-  const out = new Map<UOp, UOp>();
-  for (const u of ast.toposort()) {
-    if (u === r) {
-      out.set(u, expr);
-      continue;
-    }
-    const renamed = renumber.get(u);
-    if (renamed !== undefined) {
-      out.set(u, renamed);
-      continue;
-    }
-    let src = u.src.map((s) => out.get(s)!);
-    if (u.op === Ops.END || u.op === Ops.REDUCE)
-      src = [src[0]!, ...u.src.slice(1).flatMap((s, i) => (s === r ? [outer, inner] : [src[i + 1]!]))];
-    out.set(u, src.every((s, i) => s === u.src[i]) ? u : u.withSrc(src));
-  }
-  return out.get(ast)!;
-}
-
-function applySplit(ast: UOp, o: Opt): UOp {
-  const ranges = kernelRanges(ast);
-  const why = illegal(o, ranges);
-  if (why !== undefined)
-    throw new Error(`opt ${describeOpt(o)} is illegal: ${why}; kernel axes: ${describeAxes(ranges)}`);
-  const r = ranges[o.axis]!;
-  const n = Number(r.src[0]!.constValue);
+function padIllegal(o: Extract<Opt, { op: 'PADTO' }>, k: Kernel): string | undefined {
+  const missing = axisError(k, o.axis);
+  if (missing !== undefined) return missing;
+  const r = k.ranges[o.axis]!;
   const type = rangeArg(r).type;
-  // ids are renumbered in order so the two parts sit where r was: axis i is the outer part, i + 1 the inner
-  const renumber = new Map<UOp, UOp>();
-  const idOf = (i: number) => (i < o.axis ? i : i + 1);
-  ranges.forEach((x, i) => {
-    if (x !== r && rangeArg(x).id !== idOf(i))
-      renumber.set(x, UOp.range(x.src[0]!, idOf(i), rangeArg(x).type));
-  });
-  const [outer, inner] = o.top
-    ? [UOp.range(o.factor, o.axis, o.target), UOp.range(n / o.factor, o.axis + 1, type)]
-    : [UOp.range(n / o.factor, o.axis, type), UOp.range(o.factor, o.axis + 1, o.target)];
-  const expr = outer.mul(Number(inner.src[0]!.constValue)).add(inner);
-  return splitRange(ast, r, outer, inner, expr, renumber);
+  if (!PADDABLE.includes(type))
+    return `PADTO pads ${PADDABLE.join(', ')} axes, not ${type} (pad an axis before splitting it)`;
+  const n = constSize(r);
+  if (n === undefined) return 'the axis size is symbolic';
+  if (!Number.isInteger(o.multiple) || o.multiple < 2)
+    return `multiple ${o.multiple} must be an integer of at least 2`;
+  if (n % o.multiple === 0) return `the axis size ${n} is already a multiple of ${o.multiple}`;
+  const padded = Math.ceil(n / o.multiple) * o.multiple;
+  if (padded > MAX_PAD_GROWTH * n)
+    return `padding the axis from ${n} to ${padded} more than doubles it (at most ${MAX_PAD_GROWTH * n})`;
+  return undefined;
 }
 
-/** Applies opts left to right; an illegal one throws an Error saying why. */
-export function applyOpts(ast: UOp, opts: readonly Opt[]): UOp {
-  return opts.reduce(applySplit, ast);
+function swapIllegal(o: Extract<Opt, { op: 'SWAP' }>, k: Kernel): string | undefined {
+  const missing = axisError(k, o.axis) ?? axisError(k, o.other);
+  if (missing !== undefined) return missing;
+  if (o.axis === o.other) return `it swaps axis ${o.axis} with itself`;
+  const [a, b] = [rangeArg(k.ranges[o.axis]!).type, rangeArg(k.ranges[o.other]!).type];
+  const [ca, cb] = [SWAP_CLASS[a], SWAP_CLASS[b]];
+  if (ca === undefined || cb === undefined || ca !== cb)
+    return `SWAP reorders two loop axes (GLOBAL, LOOP) or two REDUCE axes, not ${a} and ${b}`;
+  return undefined;
+}
+
+function noLocalsIllegal(k: Kernel): string | undefined {
+  if (!k.target.localMemory) return 'the target has no local memory, so there are no local axes to turn off';
+  if (k.noLocals) return 'NOLOCALS came earlier already';
+  const local = k.ranges.filter((r) => rangeArg(r).type === LOCAL || rangeArg(r).type === GROUP_REDUCE);
+  if (local.length > 0)
+    return `the kernel has local axes already (${local.map((r) => k.ranges.indexOf(r)).join(', ')})`;
+  return undefined;
+}
+
+function tcIllegal(k: Kernel): string | undefined {
+  if (!k.first) return 'TC must be the first opt';
+  if (!k.target.tensorCores) return 'the target has no tensor cores';
+  return 'TC is not implemented yet';
+}
+
+/** Why opt cannot apply to the kernel, or undefined when it can. */
+function illegal(o: Opt, k: Kernel): string | undefined {
+  switch (o.op) {
+    case 'SPLIT':
+      return splitIllegal(o, k);
+    case 'PADTO':
+      return padIllegal(o, k);
+    case 'SWAP':
+      return swapIllegal(o, k);
+    case 'NOLOCALS':
+      return noLocalsIllegal(k);
+    case 'TC':
+      return tcIllegal(k);
+  }
+}
+
+function apply(ast: UOp, o: Opt): UOp {
+  switch (o.op) {
+    case 'SPLIT':
+      return splitAxis(ast, o.axis, o.factor, o.target, o.top ?? false);
+    case 'PADTO':
+      return padAxis(ast, o.axis, o.multiple);
+    case 'SWAP':
+      return swapAxes(ast, o.axis, o.other);
+    case 'NOLOCALS': // only restricts the opts after it
+    case 'TC': // refused by illegal until a target has tensor cores
+      return ast;
+  }
+}
+
+/**
+ * Applies a kernel's opt list left to right; an illegal opt throws an Error saying why. The list is the
+ * kernel's whole list: "TC comes first" and NOLOCALS are checked within it.
+ */
+export function applyOpts(ast: UOp, opts: readonly Opt[], target: Target = CPU_TARGET): UOp {
+  let noLocals = false;
+  return opts.reduce((k, o, i) => {
+    const ranges = kernelRanges(k);
+    const why = illegal(o, { ranges, target, first: i === 0, noLocals });
+    if (why !== undefined)
+      throw new Error(`opt ${printOpt(o)} is illegal: ${why}; kernel axes: ${describeAxes(ranges)}`);
+    if (o.op === 'NOLOCALS') noLocals = true;
+    return apply(k, o);
+  }, ast);
 }

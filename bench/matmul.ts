@@ -1,0 +1,68 @@
+// f32 matmul GFLOP/s with the default opts (and under BEAM=2 where the BEAM setting exists), beside numpy's
+// (OpenBLAS) from the same run when python3 has numpy. Usage: npm run bench:matmul [-- DEV [sizes...]]
+import { spawnSync } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import { Context, ContextVar, Device, Tensor } from '../src/index.ts';
+
+const device = process.argv[2] ?? Device.default;
+const sizes = process.argv.length > 3 ? process.argv.slice(3).map(Number) : [512, 1024, 2048];
+
+/** A tensor of pseudo-random floats in [-1, 1). */
+function rand(shape: number[]): Tensor {
+  const n = shape.reduce((a, b) => a * b, 1);
+  const data = new Float32Array(n);
+  let s = 12345;
+  for (let i = 0; i < n; i++) {
+    s = (Math.imul(s, 1664525) + 1013904223) >>> 0;
+    data[i] = s / 2 ** 31 - 1;
+  }
+  return new Tensor(data, { device }).reshape(shape);
+}
+
+/** Best seconds over a few runs of fn (the first run compiles, or searches under BEAM, and is not counted). */
+function best(fn: () => Tensor, runs: number): number {
+  fn().realize();
+  let t = Infinity;
+  for (let i = 0; i < runs; i++) {
+    const out = fn();
+    const t0 = performance.now();
+    out.realize();
+    t = Math.min(t, (performance.now() - t0) / 1000);
+  }
+  return t;
+}
+
+// Context.with refuses a setting nobody defined: the BEAM rows wait for the search to exist
+const beam = ContextVar.registry.has('BEAM');
+const peer = runPeer();
+
+const header = `${'what'.padEnd(26)} ${'tsgrad'.padStart(9)} ${'numpy'.padStart(9)} ${'ratio'.padStart(7)}  GFLOP/s`;
+console.log(`device: ${device}\n\n${header}`);
+for (const n of sizes) {
+  const a = rand([n, n]).realize();
+  const b = rand([n, n]).realize();
+  const runs = n >= 2048 ? 1 : 3;
+  const gflops = (seconds: number) => (2 * n ** 3) / seconds / 1e9;
+  const p = peer?.[String(n)];
+  const row = (what: string, value: number) => {
+    const ratio = p === undefined ? '' : `${((value / p) * 100).toFixed(1)}%`;
+    const numpy = p === undefined ? '' : p.toFixed(1);
+    console.log(
+      `${what.padEnd(26)} ${value.toFixed(1).padStart(9)} ${numpy.padStart(9)} ${ratio.padStart(7)}`,
+    );
+  };
+  row(`matmul ${n}^3 f32`, gflops(best(() => a.matmul(b), runs)));
+  if (beam)
+    row(
+      `matmul ${n}^3 f32, BEAM=2`,
+      Context.with({ BEAM: 2 }, () => gflops(best(() => a.matmul(b), runs))),
+    );
+}
+if (peer === undefined) console.log('\n(numpy figures need python3 with numpy)');
+if (!beam) console.log('\n(no BEAM rows: the BEAM setting does not exist yet)');
+
+function runPeer(): Record<string, number> | undefined {
+  const script = fileURLToPath(new URL('./matmul_peer.py', import.meta.url));
+  const r = spawnSync('python3', [script, ...sizes.map(String)], { encoding: 'utf8' });
+  return r.status === 0 ? (JSON.parse(r.stdout) as Record<string, number>) : undefined;
+}

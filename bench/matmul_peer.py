@@ -1,0 +1,17 @@
+# numpy's (OpenBLAS) f32 matmul GFLOP/s for bench/matmul.ts, measured the same way; sizes as arguments, JSON out.
+import json, sys, time
+import numpy as np
+
+def best(fn, runs):
+  fn()
+  t = float('inf')
+  for _ in range(runs):
+    t0 = time.perf_counter(); fn(); t = min(t, time.perf_counter() - t0)
+  return t
+
+rng = np.random.default_rng(0)
+out = {}
+for n in map(int, sys.argv[1:]):
+  a = rng.random((n, n), dtype=np.float32); b = rng.random((n, n), dtype=np.float32)
+  out[str(n)] = 2 * n**3 / best(lambda: a @ b, 1 if n >= 2048 else 3) / 1e9
+print(json.dumps(out))
