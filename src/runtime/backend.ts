@@ -26,6 +26,27 @@ export abstract class Backend {
 
   /** Compiles the kernel `name` from `source`; a source that does not compile throws, showing it. */
   abstract compile(name: string, source: string): Program;
+
+  /** Compiles several kernels (a device may run its compiler on several at once); a failure is its Error. */
+  compileMany(kernels: readonly KernelSource[]): (Program | Error)[] {
+    return kernels.map(({ name, source }) => {
+      try {
+        return this.compile(name, source);
+      } catch (e) {
+        return e as Error;
+      }
+    });
+  }
+
+  /** What besides the source decides the compiled code (compiler, flags, host), for caches of results; the kind where nothing does. */
+  compilerKey(): string {
+    return this.kind;
+  }
+}
+
+export interface KernelSource {
+  name: string;
+  source: string;
 }
 
 /** Throws unless every buffer lives on `backend` (a pointer into another device's memory would crash). */
