@@ -2,6 +2,7 @@
 // the input buffers, fresh output buffers and planned intermediate storage. Plans are cached by content key.
 import { lowerKernel } from '../codegen/index.ts';
 import { NOOPT } from '../codegen/opt/heuristic.ts';
+import { BEAM, beamSearch } from '../codegen/opt/search.ts';
 import type { DType } from '../dtype.ts';
 import { DEBUG } from '../helpers.ts';
 import { renderC } from '../renderer/c.ts';
@@ -41,13 +42,15 @@ interface Compiled {
 /** The compiled program of a kernel on a device, cached by the kernel's content. */
 function programFor(ast: UOp, device: string): Compiled {
   // the optimizations in force are part of what a kernel compiles to
-  const key = `${device}|${NOOPT.value}|${ast.key}`;
+  const key = `${device}|${NOOPT.value}|${BEAM.value}|${ast.key}`;
   let p = programs.get(key);
   if (p === undefined) {
-    const { name, linear, display, flops } = lowerKernel(ast);
     const backend = Device.get(device);
     const render = RENDERERS[backend.kind];
     if (render === undefined) throw new Error(`no renderer for device ${device}`);
+    // searched opts where BEAM asks (undefined: the hand-coded ones)
+    const opts = BEAM.value > 0 && !NOOPT.value ? beamSearch(ast, backend, render, BEAM.value) : undefined;
+    const { name, linear, display, flops } = lowerKernel(ast, { opts });
     const source = render(name, linear);
     if (DEBUG.value >= 5) console.log(toCode(ast));
     if (DEBUG.value >= 6) console.log(printLinear(linear));
@@ -210,7 +213,7 @@ export function realize(tensors: readonly Realizable[]): void {
       realizeCall,
     ),
   );
-  const key = `${device}|${NOOPT.value}|${body.key}`;
+  const key = `${device}|${NOOPT.value}|${BEAM.value}|${body.key}`;
   let plan = plans.get(key);
   const cached = plan !== undefined;
   if (plan === undefined) plans.set(key, (plan = makePlan(body, inputs.length, device)));

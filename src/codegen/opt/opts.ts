@@ -33,7 +33,7 @@ const describeAxes = (ranges: readonly UOp[]) =>
     )
     .join(' ');
 
-const describeOpt = (o: Opt) =>
+export const describeOpt = (o: Opt) =>
   `${o.op}(axis ${o.axis}, factor ${o.factor}, ${o.target}${o.top ? ', top' : ''})`;
 
 /** Why opt cannot apply to these ranges, or undefined when it can. */
