@@ -3,6 +3,7 @@
 import { lowerKernel } from '../codegen/index.ts';
 import { NOOPT } from '../codegen/opt/heuristic.ts';
 import { CPU_TARGET, printOpts, type Target } from '../codegen/opt/opts.ts';
+import { BEAM, beamSearch } from '../codegen/opt/search.ts';
 import type { DType } from '../dtype.ts';
 import { DEBUG } from '../helpers.ts';
 import { renderC } from '../renderer/c.ts';
@@ -38,6 +39,9 @@ const targetOf = (backend: Backend): Target => ({
   vectors: backend.kind !== 'JS',
 });
 
+/** What decides the opts a kernel gets on a device, for the program and plan caches' keys. */
+const optsKey = (backend: Backend) => `${NOOPT.value}|${BEAM.value}|${backend.threads()}`;
+
 const programs = new Map<string, Compiled>();
 
 interface Compiled {
@@ -48,14 +52,18 @@ interface Compiled {
 
 /** The compiled program of a kernel on a device, cached by the kernel's content. */
 function programFor(ast: UOp, device: string): Compiled {
+  const backend = Device.get(device);
   // the optimizations in force are part of what a kernel compiles to
-  const key = `${device}|${NOOPT.value}|${ast.key}`;
+  const key = `${device}|${optsKey(backend)}|${ast.key}`;
   let p = programs.get(key);
   if (p === undefined) {
-    const backend = Device.get(device);
-    const { name, linear, display, flops, opts } = lowerKernel(ast, { target: targetOf(backend) });
     const render = RENDERERS[backend.kind];
     if (render === undefined) throw new Error(`no renderer for device ${device}`);
+    const target = targetOf(backend);
+    // searched opts where BEAM asks (undefined: the hand-coded ones)
+    const searched =
+      BEAM.value > 0 && !NOOPT.value ? beamSearch(ast, backend, render, BEAM.value, { target }) : undefined;
+    const { name, linear, display, flops, opts } = lowerKernel(ast, { target, opts: searched });
     const source = render(name, linear);
     if (DEBUG.value >= 5) console.log(toCode(ast));
     if (DEBUG.value >= 6) console.log(printLinear(linear));
@@ -217,7 +225,7 @@ export function realize(tensors: readonly Realizable[]): void {
       realizeCall,
     ),
   );
-  const key = `${device}|${NOOPT.value}|${body.key}`;
+  const key = `${device}|${optsKey(Device.get(device))}|${body.key}`;
   let plan = plans.get(key);
   const cached = plan !== undefined;
   if (plan === undefined) plans.set(key, (plan = makePlan(body, inputs.length, device)));

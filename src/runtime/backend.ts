@@ -31,6 +31,27 @@ export abstract class Backend {
   threads(): number {
     return 1;
   }
+
+  /** Compiles several kernels (a device may run its compiler on several at once); a failure is its Error. */
+  compileMany(kernels: readonly KernelSource[]): (Program | Error)[] {
+    return kernels.map(({ name, source }) => {
+      try {
+        return this.compile(name, source);
+      } catch (e) {
+        return e as Error;
+      }
+    });
+  }
+
+  /** What besides the source decides the compiled code (compiler, flags, host), for caches of results; the kind where nothing does. */
+  compilerKey(): string {
+    return this.kind;
+  }
+}
+
+export interface KernelSource {
+  name: string;
+  source: string;
 }
 
 /** Throws unless every buffer lives on `backend` (a pointer into another device's memory would crash). */

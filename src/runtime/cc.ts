@@ -1,5 +1,7 @@
 // The system C compiler: finding it (CC, else clang, else gcc) and compiling kernel source to a shared library.
 import { spawnSync } from 'node:child_process';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { availableParallelism } from 'node:os';
 import { ContextVar } from '../helpers.ts';
 import { numberedSource } from './backend.ts';
 
@@ -74,16 +76,66 @@ function probeVersion(argv: string[]): CCompiler | undefined {
   return { argv, version: r.stdout.split('\n')[0]!.trim(), openmp: omp.status === 0 };
 }
 
+const failure = (cc: CCompiler, name: string, why: string, source: string) =>
+  new Error(
+    `CPU: kernel ${name} does not compile with ${cc.argv.join(' ')}:\n${why}\n--- source ---\n${numberedSource(source)}`,
+  );
+
+// the renderers promise code that compiles cleanly under -Wall: a warning is a bug worth seeing
+function warnAbout(cc: CCompiler, name: string, stderr: string): void {
+  if (stderr.trim() !== '') console.warn(`CPU: kernel ${name}: ${cc.argv.join(' ')} warns:\n${stderr}`);
+}
+
 /** Compiles C `source` into the shared library `out`; a failure throws with the listing and the compiler's message. */
 export function compileC(cc: CCompiler, name: string, source: string, out: string): void {
   const args = [...cc.argv.slice(1), ...compileFlags(cc), '-x', 'c', '-', '-o', out, ...LDFLAGS];
   const r = spawnSync(cc.argv[0]!, args, { input: source, encoding: 'utf8' });
-  if (r.status !== 0) {
-    const why = r.error?.message ?? (r.stderr.trim() || `exit status ${r.status ?? r.signal}`);
-    throw new Error(
-      `CPU: kernel ${name} does not compile with ${cc.argv.join(' ')}:\n${why}\n--- source ---\n${numberedSource(source)}`,
+  if (r.status !== 0)
+    throw failure(
+      cc,
+      name,
+      r.error?.message ?? (r.stderr.trim() || `exit status ${r.status ?? r.signal}`),
+      source,
     );
-  }
-  // the renderers promise code that compiles cleanly under -Wall: a warning is a bug worth seeing
-  if (r.stderr.trim() !== '') console.warn(`CPU: kernel ${name}: ${cc.argv.join(' ')} warns:\n${r.stderr}`);
+  warnAbout(cc, name, r.stderr);
+}
+
+const shellWord = (s: string) => `'${s.replaceAll("'", `'\\''`)}'`;
+
+/**
+ * Compiles each kernel into its shared library `out`, several compilers at once (one shell runs them in
+ * `parallel` lanes, round robin). Sources, messages and status files go beside each out. Returns, per kernel,
+ * undefined when it built, else the Error compileC would have thrown.
+ */
+export function compileCMany(
+  cc: CCompiler,
+  kernels: readonly { name: string; source: string; out: string }[],
+  parallel = availableParallelism(),
+): (Error | undefined)[] {
+  const lanes: string[][] = Array.from({ length: Math.min(parallel, kernels.length) }, () => []);
+  kernels.forEach(({ source, out }, i) => {
+    writeFileSync(`${out}.c`, source);
+    const argv = [...cc.argv, ...compileFlags(cc), '-x', 'c', `${out}.c`, '-o', out, ...LDFLAGS].map(
+      shellWord,
+    );
+    const [err, status] = [`${out}.err`, `${out}.status`].map(shellWord);
+    lanes[i % lanes.length]!.push(`${argv.join(' ')} </dev/null 2>${err}; echo $? >${status}`);
+  });
+  // the script goes in on stdin: a long one would exceed the size limit of one argument
+  const script = `${lanes.map((cmds) => `(\n${cmds.join('\n')}\n) &`).join('\n')}\nwait\n`;
+  const r = spawnSync('sh', ['-s'], { input: script, encoding: 'utf8' });
+  return kernels.map(({ name, source, out }) => {
+    const read = (ext: string) =>
+      existsSync(out + ext) ? readFileSync(out + ext, 'utf8').trim() : undefined;
+    const [status, stderr] = [read('.status'), read('.err') ?? ''];
+    if (status === '0') {
+      warnAbout(cc, name, stderr);
+      return undefined;
+    }
+    const why =
+      status === undefined
+        ? `the batch shell did not run it (${r.error?.message ?? r.stderr.trim()})`
+        : stderr || `exit status ${status}`;
+    return failure(cc, name, why, source);
+  });
 }

@@ -1,12 +1,14 @@
 // The CPU device: C kernels built by the system compiler, cached on disk, loaded through koffi, run on host memory.
+import { mkdtempSync, rmSync } from 'node:fs';
 import { createRequire } from 'node:module';
-import { availableParallelism, cpus } from 'node:os';
+import { availableParallelism, cpus, tmpdir } from 'node:os';
+import { join } from 'node:path';
 import type { LibraryHandle } from 'koffi';
 import { ContextVar, sha256 } from '../helpers.ts';
 import { HostAllocator, type HostMemory } from './allocator.ts';
-import { Backend, checkBuffers, type Program, secondsSince } from './backend.ts';
+import { Backend, checkBuffers, type KernelSource, type Program, secondsSince } from './backend.ts';
 import type { DeviceBuffer } from './buffer.ts';
-import { compileC, compileFlags, findCompiler, LDFLAGS } from './cc.ts';
+import { compileC, compileCMany, compileFlags, findCompiler, LDFLAGS } from './cc.ts';
 import { withCachedFile } from './diskcache.ts';
 
 type Koffi = typeof import('koffi');
@@ -37,10 +39,15 @@ export class CPUBackend extends Backend {
     return findCompiler().openmp ? THREADS.value || availableParallelism() : 1;
   }
 
-  compile(name: string, source: string): Program {
+  override compilerKey(): string {
     const cc = findCompiler();
     hostCpu ??= cpus()[0]?.model ?? 'unknown';
-    const key = sha256(JSON.stringify([source, cc.argv, cc.version, compileFlags(cc), LDFLAGS, hostCpu]));
+    return JSON.stringify([cc.argv, cc.version, compileFlags(cc), LDFLAGS, hostCpu]);
+  }
+
+  compile(name: string, source: string): Program {
+    const cc = findCompiler();
+    const key = sha256(JSON.stringify([source, this.compilerKey()]));
     let lib = this.libraries.get(key);
     if (lib === undefined) {
       lib = withCachedFile(
@@ -52,6 +59,35 @@ export class CPUBackend extends Backend {
       this.libraries.set(key, lib);
     }
     return new CPUProgram(this, name, lib);
+  }
+
+  /**
+   * Builds in parallel into a temporary directory, for trial kernels (BEAM's candidates): their libraries are
+   * neither cached on disk nor kept here, so they unload once dropped. Files are named by content key, as
+   * dlopen would return a library still loaded from the same path (the directory's name may come again).
+   */
+  override compileMany(kernels: readonly KernelSource[]): (Program | Error)[] {
+    const cc = findCompiler();
+    const compiler = this.compilerKey();
+    const dir = mkdtempSync(join(tmpdir(), 'tsgrad-batch-'));
+    try {
+      // numbered too: two equal sources must not be written to one file at once
+      const jobs = kernels.map(({ name, source }, i) => ({
+        name,
+        source,
+        out: join(dir, `${i}-${sha256(JSON.stringify([source, compiler]))}.so`),
+      }));
+      const errors = compileCMany(cc, jobs);
+      return jobs.map(({ name, out }, i) => {
+        try {
+          return errors[i] ?? new CPUProgram(this, name, koffi().load(out));
+        } catch (e) {
+          return e as Error;
+        }
+      });
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   }
 }
 

@@ -1,6 +1,14 @@
 // The disk cache for compiled kernels: content-keyed files, written atomically, checksummed, rebuilt when corrupt.
 import { createHash, randomBytes } from 'node:crypto';
-import { appendFileSync, mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync } from 'node:fs';
+import {
+  appendFileSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  renameSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
 import { homedir, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ContextVar, DEBUG } from '../helpers.ts';
@@ -61,17 +69,36 @@ export function withCachedFile<T>(
     cacheStats.corrupt++;
     if (DEBUG.value >= 1) console.error(`disk cache: ${path} is corrupt or truncated; rebuilding it`);
   }
-  // build beside the entry and rename over it: readers see the old entry or the whole new one, never a part
+  cacheStats.builds++;
+  publish(path, build);
+  return use(path);
+}
+
+// build beside the entry and rename over it: readers see the old entry or the whole new one, never a part
+function publish(path: string, build: (out: string) => void): void {
   const tmp = `${path}.${process.pid}-${randomBytes(4).toString('hex')}.tmp`;
   try {
-    cacheStats.builds++;
     build(tmp);
     appendFileSync(tmp, trailer(readFileSync(tmp)), 'latin1');
     renameSync(tmp, path);
   } finally {
     rmSync(tmp, { force: true });
   }
-  return use(path);
+}
+
+/** The text of a verified cache entry (a small result such as BEAM's opts), or undefined when there is none. */
+export function readCachedText(key: string, ext: string): string | undefined {
+  if (CACHELEVEL.value <= 0) return undefined;
+  const path = join(cacheDir(), key + ext);
+  if (check(path) !== 'ok') return undefined;
+  const data = readFileSync(path, 'utf8');
+  return data.slice(0, data.length - TRAILER_BYTES);
+}
+
+/** Stores a text entry for readCachedText (nothing with CACHELEVEL=0 or when the directory cannot be made). */
+export function writeCachedText(key: string, ext: string, text: string): void {
+  const dir = CACHELEVEL.value > 0 ? writableDir(cacheDir()) : undefined;
+  if (dir !== undefined) publish(join(dir, key + ext), (out) => writeFileSync(out, text));
 }
 
 function writableDir(dir: string): string | undefined {

@@ -2,6 +2,7 @@
 import { describe, expect, it, vi } from 'vitest';
 import { dtypes } from '../../src/dtype.ts';
 import { Context } from '../../src/helpers.ts';
+import type { Program } from '../../src/runtime/backend.ts';
 import { DeviceBuffer } from '../../src/runtime/buffer.ts';
 import { Device } from '../../src/runtime/device.ts';
 
@@ -83,5 +84,28 @@ describe('CPU kernels', () => {
     expect(() => prg.run([])).toThrow(
       /^CPU: kernel nosuch: .*; its source must define void nosuch\(\.\.\.\)$/,
     );
+  });
+});
+
+describe('CPU batch compile', () => {
+  it('compiles several kernels at once; one that does not compile is its Error, the others run', () => {
+    const twice = (name: string, k: number) =>
+      `void ${name}(int* restrict data0) {\n  for (int i = 0; i < 4; i++) data0[i] = ${k} * i;\n}`;
+    const got = cpu.compileMany([
+      { name: 'times2', source: twice('times2', 2) },
+      { name: 'broken', source: 'void broken(int* restrict data0) {\n  data0[0] = undefined_fn(1);\n}' },
+      { name: 'times3', source: twice('times3', 3) },
+    ]);
+    expect(got[1]).toBeInstanceOf(Error);
+    expect((got[1] as Error).message).toMatch(/^CPU: kernel broken does not compile with .*undefined_fn/s);
+    expect((got[1] as Error).message).toContain('--- source ---\n1 | void broken(');
+    for (const [i, k] of [
+      [0, 2],
+      [2, 3],
+    ] as const) {
+      const out = new DeviceBuffer(cpu, 4, dtypes.int32);
+      (got[i] as Program).run([out]);
+      expect([...out.view()]).toEqual([0, k, 2 * k, 3 * k]);
+    }
   });
 });

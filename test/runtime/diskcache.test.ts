@@ -15,7 +15,13 @@ import { dtypes } from '../../src/dtype.ts';
 import { Context } from '../../src/helpers.ts';
 import { DeviceBuffer } from '../../src/runtime/buffer.ts';
 import { CPUBackend } from '../../src/runtime/cpu.ts';
-import { cacheDir, cacheStats, withCachedFile } from '../../src/runtime/diskcache.ts';
+import {
+  cacheDir,
+  cacheStats,
+  readCachedText,
+  withCachedFile,
+  writeCachedText,
+} from '../../src/runtime/diskcache.ts';
 
 const dirs: string[] = [];
 const freshDir = () => {
@@ -65,6 +71,24 @@ describe('withCachedFile', () => {
     });
     expect(delta(before)).toEqual({ hits: 0, builds: 2, corrupt: 0 });
     expect(readdirSync(dir)).toEqual([]);
+  });
+});
+
+describe('cached text entries', () => {
+  it('reads back what was written; a damaged entry or CACHELEVEL=0 reads as none', () => {
+    const dir = freshDir();
+    Context.with({ CACHEDIR: dir }, () => {
+      expect(readCachedText('t1', '.json')).toBeUndefined();
+      writeCachedText('t1', '.json', '[1,"é"]');
+      expect(readCachedText('t1', '.json')).toBe('[1,"é"]');
+      expect(Context.with({ CACHELEVEL: 0 }, () => readCachedText('t1', '.json'))).toBeUndefined();
+      const path = join(dir, 't1.json');
+      writeFileSync(path, readFileSync(path, 'utf8').replace('1', '2'));
+      expect(readCachedText('t1', '.json')).toBeUndefined();
+    });
+    const off = freshDir();
+    Context.with({ CACHEDIR: off, CACHELEVEL: 0 }, () => writeCachedText('t2', '.json', '[]'));
+    expect(readdirSync(off)).toEqual([]);
   });
 });
 

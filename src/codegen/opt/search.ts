@@ -1,0 +1,260 @@
+// BEAM search: a kernel's opts chosen by compiling and timing candidates on its device; results cached on disk.
+import { allocStorage, type DType, writeElement } from '../../dtype.ts';
+import { ContextVar, DEBUG, sha256 } from '../../helpers.ts';
+import type { Backend, Program } from '../../runtime/backend.ts';
+import { DeviceBuffer } from '../../runtime/buffer.ts';
+import { type ArgOf, AxisType, Ops } from '../../uop/ops.ts';
+import type { UOp } from '../../uop/uop.ts';
+import { kernelName, type LowerOptions, lowerKernel } from '../index.ts';
+import { kernelRanges } from './axes.ts';
+import { type Opt, printOpts } from './opts.ts';
+
+/** The beam width: 0 keeps the hand-coded opts; n searches, keeping the n fastest candidates of each round. */
+export const BEAM = new ContextVar('BEAM', 0);
+
+/** Counts since start (for tests): searches run, results read from the cache, candidates timed, not compiled. */
+export const beamStats = { searches: 0, hits: 0, timed: 0, failed: 0 };
+
+/** Where results outlive the process: the disk cache under Node (src/runtime/node.ts sets it), none in a browser. */
+export const beamStore: { read(key: string): string | undefined; write(key: string, text: string): void } = {
+  read: () => undefined,
+  write: () => {},
+};
+
+const FACTORS = [2, 3, 4, 5, 8, 16];
+type Split = Extract<Opt, { op: 'SPLIT' }>;
+/** A child is its parent's opts plus one of these on one axis, or a SWAP of two axes; what applyOpts refuses is no child. */
+const ACTIONS: readonly Omit<Split, 'axis'>[] = [
+  ...FACTORS.map((factor) => ({ op: 'SPLIT' as const, factor, target: AxisType.UPCAST })),
+  ...FACTORS.map((factor) => ({ op: 'SPLIT' as const, factor, target: AxisType.UNROLL })),
+  ...FACTORS.flatMap((factor) =>
+    [false, true].map((top) => ({ op: 'SPLIT' as const, factor, target: AxisType.THREAD, top })),
+  ),
+];
+
+/** The search's rules (not legality): how deep, how much to expand, how to time. */
+const MAX_DEPTH = 8;
+/** Product of the UPCAST and UNROLL factors: bigger bodies compile slowly and spill registers. */
+const MAX_EXPAND = 64;
+/** Runs per candidate (the fastest counts); runs stop once a candidate is this many times the best. */
+const RUNS = 3;
+const SLOW_FACTOR = 2;
+/** A run this many times the best drops the candidate (a call cannot be interrupted, only not repeated). */
+const DROP_FACTOR = 10;
+/** Copies of the buffers, used in turn so that caches do not flatter; fewer when they would pass the budget. */
+const COPIES = 3;
+const BUFFER_BUDGET = 64 << 20;
+
+type Render = (name: string, linear: UOp) => string;
+interface Candidate {
+  opts: Opt[];
+  name: string;
+  source: string;
+  seconds: number;
+}
+type Lowered = Omit<Candidate, 'seconds'>;
+
+/** The PARAMs' buffers, COPIES times, inputs random; undefined when random data cannot time the kernel. */
+function benchBuffers(ast: UOp, backend: Backend): DeviceBuffer[][] | undefined {
+  const nodes = ast.toposort();
+  const params = nodes.filter((u) => u.op === Ops.PARAM).map((u) => ({ ...(u.arg as ArgOf<Ops.PARAM>), u }));
+  params.sort((a, b) => Number(a.slot) - Number(b.slot));
+  const sizes = params.map((p) => p.u.src[0]!.sizes[0]);
+  // symbolic sizes or variables need values the search does not have
+  if (params.some((p, i) => p.slot !== i || typeof sizes[i] !== 'number')) return undefined;
+  // an index computed from loaded data would read out of bounds on random data
+  const loaded = new Set<UOp>();
+  for (const u of nodes) if (u.op === Ops.LOAD || u.src.some((s) => loaded.has(s))) loaded.add(u);
+  if (nodes.some((u) => u.op === Ops.INDEX && loaded.has(u.src[1]!))) return undefined;
+  const data = params.map((p, i) => randomStorage(p.dtype, sizes[i] as number));
+  const bytes = data.reduce((n, d) => n + d.byteLength, 0);
+  const copies = Math.max(1, Math.min(COPIES, Math.floor(BUFFER_BUDGET / Math.max(bytes, 1))));
+  return Array.from({ length: copies }, () =>
+    params.map((p, i) => new DeviceBuffer(backend, data[i]!.length, p.dtype).copyin(data[i]!)),
+  );
+}
+
+function randomStorage(dtype: DType, n: number) {
+  const out = allocStorage(dtype, n);
+  for (let i = 0; i < n; i++)
+    writeElement(
+      dtype,
+      out,
+      i,
+      dtype.isFloat
+        ? Math.random() * 2 - 1
+        : dtype.isBool
+          ? Math.random() < 0.5
+          : Math.floor(Math.random() * 8),
+    );
+  return out;
+}
+
+/** Lowers and renders each opt list, skipping illegal ones and programs already seen. */
+function lowerAll(
+  ast: UOp,
+  optLists: Opt[][],
+  render: Render,
+  base: LowerOptions,
+  seen: Set<string>,
+): Lowered[] {
+  const out: Lowered[] = [];
+  for (const opts of optLists) {
+    let name: string;
+    let source: string;
+    try {
+      const k = lowerKernel(ast, { ...base, opts });
+      name = k.name;
+      source = render(name, k.linear);
+    } catch {
+      continue;
+    }
+    if (!seen.has(source)) out.push({ opts, name, source });
+    seen.add(source);
+  }
+  return out;
+}
+
+/** Each action on each axis; counting axes before collapse overcounts, and applyOpts refuses the extra ones. */
+function childOpts(ast: UOp, opts: Opt[]): Opt[][] {
+  const axes = kernelRanges(ast).length + opts.length;
+  const expand = (os: Opt[]) =>
+    os.reduce(
+      (n, o) =>
+        o.op === 'SPLIT' && (o.target === AxisType.UPCAST || o.target === AxisType.UNROLL) ? n * o.factor : n,
+      1,
+    );
+  const splits = Array.from({ length: axes }, (_, axis) =>
+    ACTIONS.map((a): Opt[] => [...opts, { ...a, axis }]),
+  );
+  const swaps = Array.from({ length: axes }, (_, axis) =>
+    Array.from({ length: axes - axis - 1 }, (_, i): Opt[] => [
+      ...opts,
+      { op: 'SWAP', axis, other: axis + 1 + i },
+    ]),
+  );
+  return [...splits, ...swaps].flatMap((lists) => lists.filter((os) => expand(os) <= MAX_EXPAND));
+}
+
+/** The fastest of RUNS runs on the buffer copies in turn; undefined when it fails or is DROP_FACTOR x `best`. */
+function timer(sets: DeviceBuffer[][]): (p: Program, best: number) => number | undefined {
+  let turn = 0;
+  return (program, best) => {
+    let fastest = Infinity;
+    for (let i = 0; i < RUNS; i++) {
+      let t: number;
+      try {
+        t = program.run(sets[turn++ % sets.length]!, [], true);
+      } catch {
+        return undefined;
+      }
+      if (t > best * DROP_FACTOR) return undefined;
+      fastest = Math.min(fastest, t);
+      if (fastest > best * SLOW_FACTOR) break;
+    }
+    return fastest;
+  };
+}
+
+const us = (s: number) => (s < Infinity ? `${(s * 1e6).toFixed(1)} us` : '-');
+const stderr = (globalThis as { process?: { stderr?: { isTTY?: boolean; write(s: string): unknown } } })
+  .process?.stderr;
+
+/** The fastest candidate found, and the kernel without opts for comparison; undefined: see beamSearch. */
+function search(ast: UOp, backend: Backend, render: Render, width: number, base: LowerOptions) {
+  const sets = benchBuffers(ast, backend);
+  if (sets === undefined) return undefined;
+  beamStats.searches++;
+  const time = timer(sets);
+  const label = `BEAM ${kernelName(ast)}`;
+  const show = stderr !== undefined && (stderr.isTTY === true || DEBUG.value >= 1);
+  const seen = new Set<string>();
+  let best = Infinity;
+  /** The round's candidates that compiled and ran within the limit, fastest first. */
+  const timeRound = (round: number, optLists: Opt[][]): Candidate[] => {
+    const lowered = lowerAll(ast, optLists, render, base, seen);
+    const status = (done: number) =>
+      show &&
+      stderr.write(
+        `\r${label}: round ${round}, ${done}/${lowered.length} candidates, best ${us(best)}\x1b[K`,
+      );
+    status(0);
+    const out: Candidate[] = [];
+    backend.compileMany(lowered).forEach((p, i) => {
+      if (p instanceof Error) {
+        beamStats.failed++;
+        if (DEBUG.value >= 3)
+          console.error(`${label}: a candidate does not compile: ${p.message.split('\n')[0]}`);
+      } else {
+        beamStats.timed++;
+        const seconds = time(p, best);
+        if (seconds !== undefined) out.push({ ...lowered[i]!, seconds });
+        best = Math.min(best, seconds ?? best);
+      }
+      status(i + 1);
+    });
+    return out.sort((a, b) => a.seconds - b.seconds);
+  };
+  try {
+    const [plain] = timeRound(0, [[]]);
+    if (plain === undefined) return undefined;
+    let winner = plain;
+    let beam = [plain];
+    for (let round = 1; round <= MAX_DEPTH; round++) {
+      const next = timeRound(
+        round,
+        beam.flatMap((c) => childOpts(ast, c.opts)),
+      );
+      if (next.length === 0 || next[0]!.seconds >= winner.seconds) break;
+      winner = next[0]!;
+      beam = next.slice(0, width);
+    }
+    return { winner, plain };
+  } finally {
+    if (show) stderr.write('\n');
+    for (const set of sets) for (const b of set) b.free();
+  }
+}
+
+/**
+ * The opts BEAM search finds fastest for a kernel on a backend (kernels rendered by `render`), from the cache
+ * when an earlier search stored them; undefined when the kernel cannot be timed (symbolic sizes, data-dependent
+ * indexing) or its unoptimized form does not compile.
+ */
+export function beamSearch(
+  ast: UOp,
+  backend: Backend,
+  render: Render,
+  width: number,
+  base: LowerOptions = {},
+): Opt[] | undefined {
+  const key = sha256(JSON.stringify(['beam', ast.key, backend.name, backend.compilerKey(), width]));
+  const cached = fromStore(key, ast, base);
+  if (cached !== undefined) {
+    beamStats.hits++;
+    if (DEBUG.value >= 2) console.log(`BEAM ${kernelName(ast)}: cached ${printOpts(cached)}`);
+    return cached;
+  }
+  const found = search(ast, backend, render, width, base);
+  if (found === undefined) return undefined;
+  const { winner, plain } = found;
+  beamStore.write(key, JSON.stringify(winner.opts));
+  if (DEBUG.value >= 2)
+    console.log(
+      `BEAM ${winner.name}: ${printOpts(winner.opts)} ${us(winner.seconds)} (no opts: ${us(plain.seconds)})`,
+    );
+  return winner.opts;
+}
+
+/** Stored opts that still apply (an opt made illegal since is a miss). */
+function fromStore(key: string, ast: UOp, base: LowerOptions): Opt[] | undefined {
+  const text = beamStore.read(key);
+  if (text === undefined) return undefined;
+  try {
+    const opts = JSON.parse(text) as Opt[];
+    lowerKernel(ast, { ...base, opts });
+    return opts;
+  } catch {
+    return undefined;
+  }
+}
