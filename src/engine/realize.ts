@@ -37,6 +37,7 @@ const targetOf = (backend: Backend): Target => ({
   ...CPU_TARGET,
   threads: backend.threads(),
   vectors: backend.kind !== 'JS',
+  registers: backend.registers(),
 });
 
 /** What decides the opts a kernel gets on a device, for the program and plan caches' keys. */

@@ -32,6 +32,11 @@ export abstract class Backend {
     return 1;
   }
 
+  /** How many 32-bit values the processor's vector registers hold (sizes register tiles). */
+  registers(): number {
+    return 128;
+  }
+
   /** Compiles several kernels (a device may run its compiler on several at once); a failure is its Error. */
   compileMany(kernels: readonly KernelSource[]): (Program | Error)[] {
     return kernels.map(({ name, source }) => {

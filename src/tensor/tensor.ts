@@ -577,7 +577,7 @@ export class Tensor {
       );
     const x = this.ndim === 1 ? this.unsqueeze(0) : this;
     const y = w.ndim === 1 ? w.unsqueeze(-1) : w;
-    const out = x.unsqueeze(-1).mul(y.unsqueeze(-3)).sum(-2);
+    const out = readsPanels(x, y) ? panelProduct(x, y) : x.unsqueeze(-1).mul(y.unsqueeze(-3)).sum(-2);
     return this.ndim === 1
       ? out.reshape(out.shape.slice(0, -2).concat(out.shape.slice(-1)))
       : w.ndim === 1
@@ -589,6 +589,35 @@ export class Tensor {
     if (this._uop === undefined) return `<${this.disposedAs}, disposed>`;
     return `<Tensor shape=(${this.shape.join(', ')}) dtype=${this.dtype.name} device=${this.device}>`;
   }
+}
+
+/** Columns of a panel: one 64-byte cache line of float32, and the lanes of the kernel's vectors. */
+const PANEL = 16;
+/** Products smaller than this (multiply-adds) are not worth the copy. */
+const PANELS_FROM = 1 << 21;
+
+/** Whether x @ y on the CPU reads y in panels: big enough, whole panels, rows of x to share each panel. */
+function readsPanels(x: Tensor, y: Tensor): boolean {
+  const [m, k] = x.shape.slice(-2) as [number, number];
+  const n = y.shape[y.ndim - 1]!;
+  return Device.get(x.device).kind === 'CPU' && n % PANEL === 0 && m >= PANEL && m * n * k >= PANELS_FROM;
+}
+
+/**
+ * x @ y with y copied into panels of PANEL columns, each contiguous along the shared axis (as BLAS packs
+ * it): a step of the sum then reads one cache line of y instead of a row a whole row-stride away, which
+ * misses the cache and the TLB on every step. The copy costs k*n against the product's m*k*n.
+ */
+function panelProduct(x: Tensor, y: Tensor): Tensor {
+  const [k, n] = y.shape.slice(-2) as [number, number];
+  const lead = y.shape.slice(0, -2);
+  const at = (i: number) => lead.length + i;
+  const panels = y
+    .reshape([...lead, k, n / PANEL, PANEL])
+    .permute([...lead.map((_, i) => i), at(1), at(0), at(2)])
+    .contiguous(); // (..., n/PANEL, k, PANEL)
+  const out = x.unsqueeze(-2).unsqueeze(-1).mul(panels.unsqueeze(-4)).sum(-2); // (..., m, n/PANEL, PANEL)
+  return out.reshape([...out.shape.slice(0, -2), n]);
 }
 
 function shapesEqual(a: readonly number[], b: readonly number[]): boolean {

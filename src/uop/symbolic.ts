@@ -199,6 +199,11 @@ function simplifySum(a: UOp, ctx: SimplifyCtx | undefined): UOp | undefined {
 
 /** (sum of terms) // c: terms whose coefficient c divides leave the division; a common factor cancels. */
 function divideSum(x: UOp, c: number, node: UOp, ctx: SimplifyCtx | undefined): UOp | undefined {
+  const out = dividedSum(x, c);
+  return out === undefined ? undefined : ifNotLarger(node, out, ctx);
+}
+
+function dividedSum(x: UOp, c: number): UOp | undefined {
   if (!unwrapped(x)) return undefined;
   const sum = flatten(x);
   if (sum === undefined) return undefined;
@@ -222,12 +227,16 @@ function divideSum(x: UOp, c: number, node: UOp, ctx: SimplifyCtx | undefined): 
   const q = build(x, quotient);
   // a part of a sum can wrap where the whole did not
   if (!unwrapped(restExpr) || !unwrapped(q)) return undefined;
-  const out = rest.terms.length === 0 && rest.konst === 0 ? q : q.add(restExpr.idiv(divisor));
-  return ifNotLarger(node, out, ctx);
+  return rest.terms.length === 0 && rest.konst === 0 ? q : q.add(restExpr.idiv(divisor));
 }
 
 /** (sum of terms) % c: terms that c divides vanish; coefficients and the constant reduce modulo c. */
 function modSum(x: UOp, c: number, node: UOp, ctx: SimplifyCtx | undefined): UOp | undefined {
+  const out = reducedMod(x, c);
+  return out === undefined ? undefined : ifNotLarger(node, out, ctx);
+}
+
+function reducedMod(x: UOp, c: number): UOp | undefined {
   if (!unwrapped(x)) return undefined;
   const sum = flatten(x);
   if (sum === undefined) return undefined;
@@ -238,14 +247,36 @@ function modSum(x: UOp, c: number, node: UOp, ctx: SimplifyCtx | undefined): UOp
   sum.konst = konst;
   const rest = build(x, sum);
   // reduced coefficients can be larger (-1 becomes c-1): the new sum must not wrap either
-  return unwrapped(rest) ? ifNotLarger(node, rest.mod(c), ctx) : undefined;
+  return unwrapped(rest) ? rest.mod(c) : undefined;
 }
 
 /** x % c when x stays within one period [k*c, (k+1)*c): x - k*c. */
 function modByRange(x: UOp, c: number, node: UOp, ctx: SimplifyCtx | undefined): UOp | undefined {
+  const out = withinPeriod(x, c);
+  return out === undefined ? undefined : ifNotLarger(node, out, ctx);
+}
+
+function withinPeriod(x: UOp, c: number): UOp | undefined {
   const k = Math.floor(x.vmin / c);
   if (k !== Math.floor(x.vmax / c) || !Number.isSafeInteger(k * c)) return undefined;
-  return ifNotLarger(node, k === 0 ? x : x.add(-k * c), ctx);
+  return k === 0 ? x : x.add(-k * c);
+}
+
+/**
+ * (sum // c1) % c2 in one step, judged by the size of the end result: the division alone can grow the
+ * expression (a new constant c/c1) where the remainder then removes a term, as unflattening an index does.
+ */
+function divideThenMod(
+  x: UOp,
+  c1: number,
+  c2: number,
+  node: UOp,
+  ctx: SimplifyCtx | undefined,
+): UOp | undefined {
+  const q = dividedSum(x, c1);
+  const r = q && (reducedMod(q, c2) ?? q.mod(c2));
+  const out = r?.op === Ops.MOD ? (withinPeriod(r.src[0]!, c2) ?? r) : r;
+  return out === undefined ? undefined : ifNotLarger(node, out, ctx);
 }
 
 function gcd(a: number, b: number): number {
@@ -321,6 +352,10 @@ export const symbolic = new PatternMatcher<SimplifyCtx | undefined>([
   [
     new UPat({ op: Ops.IDIV, src: [x, posConst('c')], name: 'n' }),
     ({ x, c, n }, ctx) => divideSum(x!, cval(c!), n!, ctx),
+  ],
+  [
+    x.idiv(posConst('c1')).mod(posConst('c2')).named('n'),
+    ({ x, c1, c2, n }, ctx) => divideThenMod(x!, cval(c1!), cval(c2!), n!, ctx),
   ],
   [
     x.mod(posConst('c1')).mod(posConst('c2')),

@@ -3,8 +3,8 @@ import { dtypes } from '../../dtype.ts';
 import { ContextVar } from '../../helpers.ts';
 import { type ArgOf, AxisType, Ops } from '../../uop/ops.ts';
 import type { UOp } from '../../uop/uop.ts';
-import { kernelRanges } from './axes.ts';
-import type { Opt, Target } from './opts.ts';
+import { constSize, kernelRanges } from './axes.ts';
+import { applyOpts, type Opt, type Target } from './opts.ts';
 
 export const NOOPT = new ContextVar('NOOPT', 0);
 
@@ -32,8 +32,96 @@ function unrollable(ast: UOp): Set<UOp> {
   return out;
 }
 
-export function handCodedOpts(ast: UOp, _target: Target): Opt[] {
+/** Kernels with fewer iterations than this run on one thread: starting threads costs microseconds. */
+const THREAD_FROM = 1 << 16;
+
+/** The largest of the factors that divides n. */
+const dividing = (n: number, factors: readonly number[]) => factors.find((f) => n % f === 0);
+
+const isLoop = (r: UOp) => {
+  const { type } = r.arg as ArgOf<Ops.RANGE>;
+  return type === AxisType.LOOP || type === AxisType.GLOBAL;
+};
+
+/** The two loads a sum of products multiplies (matmul, conv), if the kernel reduces one. */
+function productLoads(ast: UOp): [UOp, UOp] | undefined {
+  const loadOf = (u: UOp) => (u.op === Ops.CAST ? u.src[0]! : u);
+  for (const r of ast.toposort()) {
+    if (r.op !== Ops.REDUCE || (r.arg as ArgOf<Ops.REDUCE>).op !== Ops.ADD) continue;
+    for (const m of r.src[0]!.toposort()) {
+      const [a, b] = m.src.map(loadOf);
+      if (m.op === Ops.MUL && a?.op === Ops.LOAD && b?.op === Ops.LOAD) return [a, b];
+    }
+  }
+  return undefined;
+}
+
+const reads = (load: UOp, r: UOp) => load.src[0]!.toposort().includes(r);
+
+/**
+ * Register tiling of a sum of products: the innermost output axis that only one load reads becomes vector
+ * lanes (that load's vector is reused by every row), and an output axis that load does not read becomes
+ * rows (each row's scalar is reused by every lane), as many as half the vector registers hold.
+ */
+function tile(ast: UOp, target: Target): Opt[] {
+  const loads = productLoads(ast);
+  if (loads === undefined) return [];
+  const ranges = kernelRanges(ast);
+  const loops = ranges.filter((r) => isLoop(r) && constSize(r) !== undefined);
+  const lane = loops.filter((r) => reads(loads[0], r) !== reads(loads[1], r)).at(-1);
+  if (lane === undefined) return [];
+  const lanes = dividing(constSize(lane)!, [16, 8, 4]);
+  if (lanes === undefined) return [];
+  const vectorLoad = reads(loads[0], lane) ? loads[0] : loads[1];
+  const row = loops
+    .filter((r) => r !== lane && !reads(vectorLoad, r))
+    .sort((a, b) => constSize(b)! - constSize(a)!)[0];
+  const split = (r: UOp, factor: number): Opt => ({
+    op: 'SPLIT',
+    axis: ranges.indexOf(r),
+    factor,
+    target: AxisType.UPCAST,
+  });
+  // half the registers for accumulators, at most 128 floats: 8 rows of 16 beat 16 rows on AVX-512 (measured)
+  const budget = Math.min(target.registers / 2, 128);
+  const rows =
+    row &&
+    dividing(
+      constSize(row)!,
+      [16, 8, 4, 2].filter((f) => f * lanes <= budget),
+    );
+  if (row === undefined || rows === undefined) return [split(lane, lanes)];
+  // a split renumbers the axes after it: the later axis is split first
+  return ranges.indexOf(lane) > ranges.indexOf(row)
+    ? [split(lane, lanes), split(row, rows)]
+    : [split(row, rows), split(lane, lanes)];
+}
+
+/** The outermost axis split among the threads, when the kernel is big enough to pay for them. */
+function threads(ast: UOp, target: Target): Opt[] {
+  const ranges = kernelRanges(ast);
+  const work = ranges.reduce((n, r) => n * (constSize(r) ?? 1), 1);
+  const outer = ranges[0];
+  if (target.threads < 2 || work < THREAD_FROM || outer === undefined || !isLoop(outer)) return [];
+  const n = constSize(outer);
+  const factor =
+    n &&
+    dividing(
+      n,
+      Array.from({ length: target.threads - 1 }, (_, i) => target.threads - i),
+    );
+  return factor ? [{ op: 'SPLIT', axis: 0, factor, target: AxisType.THREAD, top: true }] : [];
+}
+
+export function handCodedOpts(ast: UOp, target: Target): Opt[] {
   if (NOOPT.value) return [];
+  const opts = [...threads(ast, target)];
+  const threaded = applyOpts(ast, opts, target);
+  if (target.vectors) opts.push(...tile(threaded, target));
+  return [...opts, ...unrolls(applyOpts(ast, opts, target))];
+}
+
+function unrolls(ast: UOp): Opt[] {
   const opts: Opt[] = [];
   const candidates = unrollable(ast);
   kernelRanges(ast).forEach((r, i) => {

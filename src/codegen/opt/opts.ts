@@ -32,6 +32,8 @@ export interface Target {
   threads: number;
   /** Vector types: the innermost UPCAST axis may become the lanes of vectors (src/codegen/vectors.ts). */
   vectors: boolean;
+  /** 32-bit values the vector registers hold (16 AVX2 registers of 8: 128), for the size of register tiles. */
+  registers: number;
 }
 
 /** A CPU without vector types (the JS device): no local memory, no tensor cores. Devices set their thread count. */
@@ -41,6 +43,7 @@ export const CPU_TARGET: Target = {
   maxUpcast: 16,
   threads: 8,
   vectors: false,
+  registers: 128,
 };
 
 export function printOpt(o: Opt): string {
