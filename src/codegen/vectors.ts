@@ -44,6 +44,12 @@ function laneOffsets(idx: UOp): number[] | undefined {
   return out === undefined ? undefined : out.map((x) => x - out[0]!);
 }
 
+/** How far index expression idx moves per step of range r, when it is affine in r. */
+export function stride(idx: UOp, r: UOp): number | undefined {
+  const steps = UOp.make(Ops.VCONST, [], { values: [0, 1], dtype: dtypes.index });
+  return laneOffsets(substitute(idx, new Map([[r, steps]])))?.[1];
+}
+
 /** idx in the form base + VCONST(offsets), or undefined when it is not affine in the lanes. */
 function canonicalAddress(idx: UOp): UOp | undefined {
   const offsets = laneOffsets(idx);

@@ -3,6 +3,7 @@ import { dtypes } from '../../dtype.ts';
 import { ContextVar } from '../../helpers.ts';
 import { type ArgOf, AxisType, Ops } from '../../uop/ops.ts';
 import type { UOp } from '../../uop/uop.ts';
+import { stride } from '../vectors.ts';
 import { constSize, kernelRanges } from './axes.ts';
 import { applyOpts, type Opt, type Target } from './opts.ts';
 
@@ -97,6 +98,25 @@ function tile(ast: UOp, target: Target): Opt[] {
     : [split(row, rows), split(lane, lanes)];
 }
 
+/**
+ * Vector lanes for a reduction whose innermost output axis reads contiguous memory (the partial results of a
+ * split sum, a reduction over the outer axis of a matrix): each step of the reduce then loads vectors.
+ */
+function reduceLanes(ast: UOp): Opt[] {
+  const ranges = kernelRanges(ast);
+  const inner = ranges.filter(isLoop).at(-1);
+  if (inner === undefined || !ast.toposort().some((u) => u.op === Ops.REDUCE)) return [];
+  const loads = ast.toposort().filter((u) => u.op === Ops.LOAD && reads(u, inner));
+  const lanes = dividing(constSize(inner) ?? 0, [16, 8, 4]);
+  if (
+    lanes === undefined ||
+    loads.length === 0 ||
+    !loads.every((l) => stride(l.src[0]!.src[1]!, inner) === 1)
+  )
+    return [];
+  return [{ op: 'SPLIT', axis: ranges.indexOf(inner), factor: lanes, target: AxisType.UPCAST }];
+}
+
 /** The outermost axis split among the threads, when the kernel is big enough to pay for them. */
 function threads(ast: UOp, target: Target): Opt[] {
   const ranges = kernelRanges(ast);
@@ -117,7 +137,10 @@ export function handCodedOpts(ast: UOp, target: Target): Opt[] {
   if (NOOPT.value) return [];
   const opts = [...threads(ast, target)];
   const threaded = applyOpts(ast, opts, target);
-  if (target.vectors) opts.push(...tile(threaded, target));
+  if (target.vectors) {
+    const tiled = tile(threaded, target);
+    opts.push(...(tiled.length ? tiled : reduceLanes(threaded)));
+  }
   return [...opts, ...unrolls(applyOpts(ast, opts, target))];
 }
 

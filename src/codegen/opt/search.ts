@@ -196,10 +196,12 @@ function search(ast: UOp, backend: Backend, render: Render, width: number, base:
     return out.sort((a, b) => a.seconds - b.seconds);
   };
   try {
-    const [plain] = timeRound(0, [[]]);
+    // the search starts from no opts and from the hand-coded ones, so it does not end below the heuristic
+    const start = timeRound(0, [[], [...lowerKernel(ast, base).opts]]);
+    const plain = start.find((c) => c.opts.length === 0);
     if (plain === undefined) return undefined;
-    let winner = plain;
-    let beam = [plain];
+    let winner = start[0]!;
+    let beam = start.slice(0, width);
     for (let round = 1; round <= MAX_DEPTH; round++) {
       const next = timeRound(
         round,
