@@ -91,30 +91,21 @@ export abstract class Allocator<M = unknown> {
   protected destroy(_mem: M): void {}
 }
 
-/** How native host memory is placed: the alignment of a block of n bytes, and advice to the OS about it. */
-export interface NativePlacement {
-  addressOf(bytes: Uint8Array): number;
-  align(nbytes: number): number;
-  /** Called once for a new block, before anything touches its pages. */
-  advise?(address: number, nbytes: number): void;
-}
-
-/** Host memory in ArrayBuffers, placed (aligned, advised) as `native` says when it gives native addresses. */
+/** Host memory in ArrayBuffers, aligned to `align` bytes when `addressOf` gives native addresses. */
 export class HostAllocator extends Allocator<HostMemory> {
   constructor(
     device: string,
-    private readonly native?: NativePlacement,
+    private readonly align = 1,
+    private readonly addressOf: (bytes: Uint8Array) => number = () => 0,
   ) {
     super(device);
   }
 
   protected create(nbytes: number): HostMemory {
     // over-allocate and start at the first aligned byte: ArrayBuffers only promise 8 or 16
-    const align = this.native?.align(nbytes) ?? 1;
-    const buffer = new ArrayBuffer(nbytes + align - 1);
-    const base = this.native?.addressOf(new Uint8Array(buffer)) ?? 0;
-    const byteOffset = (align - (base % align)) % align;
-    if (base !== 0) this.native?.advise?.(base + byteOffset, nbytes);
+    const buffer = new ArrayBuffer(nbytes + this.align - 1);
+    const base = this.addressOf(new Uint8Array(buffer));
+    const byteOffset = (this.align - (base % this.align)) % this.align;
     return { buffer, byteOffset, address: base === 0 ? 0 : base + byteOffset };
   }
 

@@ -5,7 +5,7 @@ import { availableParallelism, cpus, platform, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { LibraryHandle } from 'koffi';
 import { ContextVar, sha256 } from '../helpers.ts';
-import { HostAllocator, type HostMemory, type NativePlacement } from './allocator.ts';
+import { HostAllocator, type HostMemory } from './allocator.ts';
 import { Backend, checkBuffers, type KernelSource, type Program, secondsSince } from './backend.ts';
 import type { DeviceBuffer } from './buffer.ts';
 import { compileC, compileCMany, compileFlags, findCompiler, LDFLAGS } from './cc.ts';
@@ -28,38 +28,12 @@ export const THREADS = new ContextVar('THREADS', 0);
 /** Buffers are 64-byte aligned (a cache line; enough for any vector load). */
 export const CPU_ALIGN = 64;
 
-// Large buffers start on a 2 MiB boundary and ask Linux for huge pages (as numpy does): a kernel striding
-// through a matrix touches a new 4 KiB page per row, which would miss the TLB on every access.
-const HUGE_PAGE = 2 << 20;
-const HUGE_FROM = 4 << 20;
-const MADV_HUGEPAGE = 14;
-let madvise: ((address: number, length: number, advice: number) => number) | null | undefined;
-
-const placement: NativePlacement = {
-  addressOf: (bytes) => Number(koffi().address(bytes)),
-  align: (nbytes) => (nbytes >= HUGE_FROM ? HUGE_PAGE : CPU_ALIGN),
-  advise(address, nbytes) {
-    if (nbytes < HUGE_FROM) return;
-    if (madvise === undefined) {
-      try {
-        madvise =
-          platform() === 'linux'
-            ? koffi().load('libc.so.6').func('int madvise(uintptr_t, size_t, int)')
-            : null;
-      } catch {
-        madvise = null; // a libc without madvise: small pages
-      }
-    }
-    madvise?.(address, nbytes - (nbytes % HUGE_PAGE), MADV_HUGEPAGE);
-  },
-};
-
 export class CPUBackend extends Backend {
   // loaded libraries by content key; dlopen of the same path again would return the same handle anyway
   private readonly libraries = new Map<string, LibraryHandle>();
 
   constructor(name: string) {
-    super(name, 'CPU', new HostAllocator(name, placement));
+    super(name, 'CPU', new HostAllocator(name, CPU_ALIGN, (bytes) => Number(koffi().address(bytes))));
   }
 
   override threads(): number {
