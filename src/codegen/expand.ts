@@ -1,8 +1,8 @@
 // Expand: UPCAST and UNROLL ranges are replaced by their values, replicating what depends on them. An UPCAST
 // range closed by an END becomes a GROUP of copies of the END's body (several stores per iteration); an
 // UNROLL range of a REDUCE becomes copies of the reduced value combined by the reduce op. On a target with
-// vector types one UPCAST range (the lane range) becomes a VCONST of its values instead of copies: what
-// depends on it becomes a vector, a value of shape (k,).
+// vector types one UPCAST or UNROLL range (the lane range) becomes a VCONST of its values instead of copies:
+// what depends on it becomes a vector, a value of shape (k,).
 import { dtypes } from '../dtype.ts';
 import { type ArgOf, AxisType, Ops } from '../uop/ops.ts';
 import { graphRewrite, PatternMatcher, substitute, UPat } from '../uop/pattern.ts';
@@ -55,7 +55,13 @@ function expand(u: UOp, ctx: Ctx): UOp | undefined {
   if (u.op === Ops.REDUCE) {
     const { op } = u.arg as ArgOf<Ops.REDUCE>;
     const value = bodies.reduce((acc, b) => acc.alu(op, b));
-    return kept.length ? u.withSrc([value, ...kept]) : value;
+    const reduced = kept.length ? u.withSrc([value, ...kept]) : value;
+    if (ctx.lanes === undefined || !gone.includes(ctx.lanes)) return reduced;
+    // lanes of a reduce: each lane reduced on its own, then the lanes combined
+    const n = Number(ctx.lanes.src[0]!.constValue);
+    return Array.from({ length: n }, (_, j) => UOp.make(Ops.INDEX, [reduced, UOp.index(j)])).reduce((a, b) =>
+      a.alu(op, b),
+    );
   }
   const group = bodies.length === 1 ? bodies[0]! : UOp.make(Ops.GROUP, bodies);
   return kept.length ? u.withSrc([group, ...kept]) : group;
@@ -68,13 +74,18 @@ const rules = new PatternMatcher<Ctx>([
 /** Vector widths a lane range may have. */
 const LANE_COUNTS: ReadonlySet<number> = new Set([2, 4, 8, 16]);
 
-/** The UPCAST range to make lanes of: the last (innermost) one closed by an END, if its size is a vector width. */
+/**
+ * The range to make lanes of: the last (innermost) UPCAST an END closes, else the last UNROLL a REDUCE
+ * closes (its lanes are reduced separately and combined after the loop), if its size is a vector width.
+ */
 export function laneRange(ast: UOp): UOp | undefined {
-  const upcasts = ast
-    .toposort()
-    .flatMap((u) => (u.op === Ops.END ? u.src.slice(1) : []))
-    .filter((r) => (r.arg as ArgOf<Ops.RANGE>).type === AxisType.UPCAST && expands(r));
-  const last = upcasts.sort((a, b) => (b.arg as ArgOf<Ops.RANGE>).id - (a.arg as ArgOf<Ops.RANGE>).id)[0];
+  const closed = (op: Ops, type: AxisType) =>
+    ast
+      .toposort()
+      .flatMap((u) => (u.op === op ? u.src.slice(1) : []))
+      .filter((r) => (r.arg as ArgOf<Ops.RANGE>).type === type && expands(r))
+      .sort((a, b) => (b.arg as ArgOf<Ops.RANGE>).id - (a.arg as ArgOf<Ops.RANGE>).id)[0];
+  const last = closed(Ops.END, AxisType.UPCAST) ?? closed(Ops.REDUCE, AxisType.UNROLL);
   return last !== undefined && LANE_COUNTS.has(Number(last.src[0]!.constValue)) ? last : undefined;
 }
 

@@ -58,7 +58,7 @@ export function kernelName(ast: UOp, colour = false): string {
   return [kind, ...sizes].join('_');
 }
 
-/** Arithmetic ops executed: each op counted once per iteration of the loops around it. */
+/** Arithmetic ops executed: each op (each lane of a vector op) counted once per iteration of the loops around it. */
 function countFlops(linear: UOp): number {
   let trips = 1;
   let flops = 0;
@@ -73,7 +73,7 @@ function countFlops(linear: UOp): number {
       u.dtype !== dtypes.index &&
       (GroupOp.Binary.has(u.op) || GroupOp.Unary.has(u.op) || GroupOp.Ternary.has(u.op))
     )
-      flops += trips;
+      flops += trips * (u.shape?.length === 1 ? Number(u.shape[0]) : 1); // a vector op does one per lane
   }
   return flops;
 }

@@ -131,6 +131,13 @@ export function render(lang: Language, name: string, linear: UOp): string {
         continue;
       case Ops.INDEX: {
         const buf = bufferOf(u.src[0]!);
+        if (buf.op !== Ops.PARAM) {
+          // a lane of a vector value (src/codegen/expand.ts combines a reduce's lanes this way)
+          const n = fresh('alu');
+          names.set(u, n);
+          emit(lang.declare(n, u.dtype, vec().lane(ref(buf), Number(u.src[1]!.constValue)), 1));
+          continue;
+        }
         const a = buf.arg as ArgOf<Ops.PARAM>;
         const i = u.src[1]!;
         if (a.addrspace === AddrSpace.REG) places.set(u, { kind: 'reg', acc: buf });

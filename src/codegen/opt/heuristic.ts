@@ -4,7 +4,7 @@ import { ContextVar } from '../../helpers.ts';
 import { type ArgOf, AxisType, Ops } from '../../uop/ops.ts';
 import type { UOp } from '../../uop/uop.ts';
 import { stride } from '../vectors.ts';
-import { constSize, kernelRanges } from './axes.ts';
+import { constSize, kernelRanges, rangeArg } from './axes.ts';
 import { applyOpts, type Opt, type Target } from './opts.ts';
 
 export const NOOPT = new ContextVar('NOOPT', 0);
@@ -58,6 +58,7 @@ function productLoads(ast: UOp): [UOp, UOp] | undefined {
 }
 
 const reads = (load: UOp, r: UOp) => load.src[0]!.toposort().includes(r);
+const address = (load: UOp) => load.src[0]!.src[1]!;
 
 /**
  * Register tiling of a sum of products: the innermost output axis that only one load reads becomes vector
@@ -72,8 +73,9 @@ function tile(ast: UOp, target: Target): Opt[] {
   const lane = loops.filter((r) => reads(loads[0], r) !== reads(loads[1], r)).at(-1);
   if (lane === undefined) return [];
   const lanes = dividing(constSize(lane)!, [16, 8, 4]);
-  if (lanes === undefined) return [];
   const vectorLoad = reads(loads[0], lane) ? loads[0] : loads[1];
+  // lanes that are not contiguous would gather (matrix-vector products reduce in lanes instead)
+  if (lanes === undefined || stride(address(vectorLoad), lane) !== 1) return [];
   const row = loops
     .filter((r) => r !== lane && !reads(vectorLoad, r))
     .sort((a, b) => constSize(b)! - constSize(a)!)[0];
@@ -108,13 +110,28 @@ function reduceLanes(ast: UOp): Opt[] {
   if (inner === undefined || !ast.toposort().some((u) => u.op === Ops.REDUCE)) return [];
   const loads = ast.toposort().filter((u) => u.op === Ops.LOAD && reads(u, inner));
   const lanes = dividing(constSize(inner) ?? 0, [16, 8, 4]);
-  if (
-    lanes === undefined ||
-    loads.length === 0 ||
-    !loads.every((l) => stride(l.src[0]!.src[1]!, inner) === 1)
-  )
+  if (lanes === undefined || loads.length === 0 || !loads.every((l) => stride(address(l), inner) === 1))
     return [];
   return [{ op: 'SPLIT', axis: ranges.indexOf(inner), factor: lanes, target: AxisType.UPCAST }];
+}
+
+/**
+ * Vector lanes along the innermost reduce axis when every load reads it contiguously (a matrix-vector
+ * product, a sum along rows): each lane sums its own elements, and the lanes are added after the loop.
+ */
+function unrollLanes(ast: UOp): Opt[] {
+  const ranges = kernelRanges(ast);
+  const inner = ranges.filter((r) => rangeArg(r).type === AxisType.REDUCE).at(-1);
+  if (inner === undefined) return [];
+  const loads = ast.toposort().filter((u) => u.op === Ops.LOAD && reads(u, inner));
+  const lanes = dividing(constSize(inner) ?? 0, [16, 8]);
+  if (lanes === undefined || loads.length === 0) return [];
+  if (!loads.every((l) => stride(address(l), inner) === 1) || constSize(inner)! < 4 * lanes) return [];
+  const axis = ranges.indexOf(inner);
+  const split = { op: 'SPLIT', axis, factor: lanes, target: AxisType.UNROLL } as const;
+  // and four vectors a step, so the adds into the accumulator do not wait on each other
+  const steps = constSize(inner)! / lanes;
+  return steps % UNROLL_BY === 0 && steps >= UNROLL_FROM ? [split, { ...split, factor: UNROLL_BY }] : [split];
 }
 
 /** The outermost axis split among the threads, when the kernel is big enough to pay for them. */
@@ -139,7 +156,8 @@ export function handCodedOpts(ast: UOp, target: Target): Opt[] {
   const threaded = applyOpts(ast, opts, target);
   if (target.vectors) {
     const tiled = tile(threaded, target);
-    opts.push(...(tiled.length ? tiled : reduceLanes(threaded)));
+    const lanes = tiled.length ? tiled : reduceLanes(threaded);
+    opts.push(...(lanes.length ? lanes : unrollLanes(threaded)));
   }
   return [...opts, ...unrolls(applyOpts(ast, opts, target))];
 }

@@ -35,7 +35,8 @@ function kernelBuffer(u: UOp): UOp | undefined {
 function kernelValue(s: UOp, what: string): Problem {
   const p = notValue(s, what);
   if (p !== undefined) return p;
-  if (s.op === Ops.INDEX) return `${what} ${ref(s)} is an address into a buffer, not a value; LOAD it first`;
+  if (s.op === Ops.INDEX && kernelBuffer(s.src[0]!) !== undefined)
+    return `${what} ${ref(s)} is an address into a buffer, not a value; LOAD it first`;
   if (kernelBuffer(s) !== undefined) return `${what} ${ref(s)} is a buffer, not a value; INDEX and LOAD it`;
 }
 
@@ -53,6 +54,11 @@ const stack = (u: UOp) =>
 
 function index(u: UOp): Problem {
   const [buf, ...idx] = u.src as [UOp, ...UOp[]];
+  // one lane of a vector value
+  if (buf.shape?.length === 1 && kernelBuffer(buf) === undefined && idx.length === 1 && buf.op !== Ops.INDEX)
+    return idx[0]!.op === Ops.CONST && idx[0]!.dtype === dtypes.index
+      ? undefined
+      : `a lane of a vector is picked by a constant index, got ${ref(idx[0]!)}`;
   if (kernelBuffer(buf) === undefined)
     return `a kernel INDEX addresses a buffer (a PARAM or BUFFER, or an AFTER of one), got ${ref(buf)}`;
   if (idx.length !== buf.shape!.length)
