@@ -74,15 +74,16 @@ function collapse(red: UOp): UOp | undefined {
   if (op !== Ops.ADD || red.src.length !== 2) return undefined;
   const [value, r] = red.src as [UOp, UOp];
   const n = r.src[0]!;
-  let gate: UOp | undefined;
+  // nested gates (a window over a padded value) are one conjunction
+  const gates: UOp[] = [];
   let v = value;
-  if (value.op === Ops.WHERE && value.src[2]!.op === Ops.CONST && Number(value.src[2]!.constValue) === 0) {
-    gate = value.src[0]!;
-    v = value.src[1]!;
+  while (v.op === Ops.WHERE && v.src[2]!.op === Ops.CONST && Number(v.src[2]!.constValue) === 0) {
+    gates.push(v.src[0]!);
+    v = v.src[1]!;
   }
   if (uses(v, r)) return undefined;
   const b: Bounds = { lo: index(0), hi: n, other: [] };
-  if (gate !== undefined && !boundsOf(gate, r, b)) return undefined;
+  if (!gates.every((g) => boundsOf(g, r, b))) return undefined;
   const count = b.hi.sub(b.lo).maximum(0);
   const total = v.mul(count.cast(v.dtype));
   return b.other.reduce((acc, g) => g.where(acc, acc.constLike(0)), total);

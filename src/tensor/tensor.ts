@@ -217,12 +217,14 @@ export class Tensor {
     const dtype = opts.dtype ?? ([start, stop, step].every(Number.isInteger) ? dtypes.int32 : dtypes.float32);
     // requiresGrad marks the result, not the tensor it is built from
     const inner = { ...opts, dtype, requiresGrad: false };
+    // a prefix sum too long for one window goes in blocks (cumsum): over whole blocks only, every block's
+    // total is the same constant, so the loops that count still collapse (src/codegen/collapse.ts)
+    const len = windowFits(n) ? n : Math.ceil(n / CUMSUM_BLOCK) * CUMSUM_BLOCK;
+    const sums = n === 0 ? undefined : Tensor.full([len], step, inner).cumsum();
     const t =
-      n === 0
+      sums === undefined
         ? new Tensor([], inner)
-        : Tensor.full([n], step, inner)
-            .cumsum()
-            .add(start - step);
+        : (len === n ? sums : sums.shrink([[0, n]])).add(start - step);
     t.requiresGrad = opts.requiresGrad ?? false;
     return t;
   }
@@ -549,11 +551,15 @@ export class Tensor {
     return s.div(this.numel / Math.max(1, s.numel));
   }
 
-  /** Running sum along an axis, built as the spec's prefix sum: pad, tile, trim into windows, reduce. */
+  /**
+   * Running sum along an axis, built as the spec's prefix sum: pad, tile, trim into windows, reduce. An
+   * axis too long for one window view goes in blocks (blockedCumsum).
+   */
   cumsum(axis = 0): Tensor {
     const a = this.axis(axis);
     if (a !== this.ndim - 1) return this.transpose(a, -1).cumsum(-1).transpose(a, -1);
     const n = this.shape[a]!;
+    if (!windowFits(n)) return blockedCumsum(this);
     const lead = this.shape.slice(0, -1);
     const x = this.pad([...lead.map(() => [0, 0] as [number, number]), [n - 1, 0]]);
     const tiled = x
@@ -589,6 +595,44 @@ export class Tensor {
     if (this._uop === undefined) return `<${this.disposedAs}, disposed>`;
     return `<Tensor shape=(${this.shape.join(', ')}) dtype=${this.dtype.name} device=${this.device}>`;
   }
+}
+
+/**
+ * Whether cumsum's window view of an n-long axis, (n + 1) * (2n - 1) elements flat, has offsets that JS
+ * numbers hold exactly. Past 2^53 (from n = 2^26) the view's size rounds and its offsets become bigints the
+ * simplifier leaves alone, so the window's bounds never read as linear in the reduce range and the
+ * counting loop does not collapse: arange(2^26) was an O(n^2) kernel. RESHAPE now refuses such views.
+ */
+const windowFits = (n: number) => (n + 1) * (2 * n - 1) <= Number.MAX_SAFE_INTEGER;
+/** The block length of a prefix sum over an axis too long for one window. */
+const CUMSUM_BLOCK = 1 << 13;
+
+/**
+ * @internal The running sum along the last axis in blocks (zeros pad the axis to whole blocks): the running
+ * sum within each block plus the total of the blocks before it, itself a running sum over the block totals.
+ * Each window spans one block or the list of blocks, never the whole axis.
+ */
+export function blockedCumsum(x: Tensor, block = CUMSUM_BLOCK): Tensor {
+  const n = x.shape[x.ndim - 1]!;
+  const lead = x.shape.slice(0, -1);
+  const keep = lead.map((d) => [0, d] as [number, number]);
+  const blocks = Math.ceil(n / block);
+  const padded =
+    blocks * block === n
+      ? x
+      : x.pad([...keep.map(() => [0, 0] as [number, number]), [0, blocks * block - n]]);
+  const split = padded.reshape([...lead, blocks, block]);
+  // the totals shifted one block later (a zero first, the last dropped) sum to the total before each block
+  const before = split
+    .sum(-1)
+    .pad([...keep.map(() => [0, 0] as [number, number]), [1, 0]])
+    .shrink([...keep, [0, blocks]])
+    .cumsum(-1);
+  const out = split
+    .cumsum(-1)
+    .add(before.unsqueeze(-1))
+    .reshape([...lead, blocks * block]);
+  return blocks * block === n ? out : out.shrink([...keep, [0, n]]);
 }
 
 /** Reductions of at least this many elements into fewer than SPLIT_OUTPUTS results go in two steps. */

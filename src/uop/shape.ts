@@ -349,6 +349,12 @@ function reshapeShape(s: Shape, to: Shape): Shape {
       fail(Ops.RESHAPE, `sizes must be non-negative integers, got ${fmtShape(to)}`);
   const [n0, f0] = symbolicProduct(s);
   const [n1, f1] = symbolicProduct(to);
+  // a reshape is lowered through row-major offsets, which JS numbers hold exactly only below 2^53
+  if (n0 > Number.MAX_SAFE_INTEGER || n1 > Number.MAX_SAFE_INTEGER)
+    fail(
+      Ops.RESHAPE,
+      `cannot reshape ${fmtShape(s)} to ${fmtShape(to)}: ${fmtCount(Math.max(n0, n1), f0)} elements is past 2^53, where offsets stop being exact`,
+    );
   if (n0 !== n1 || f0 !== f1)
     fail(
       Ops.RESHAPE,

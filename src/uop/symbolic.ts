@@ -279,6 +279,56 @@ function divideThenMod(
   return out === undefined ? undefined : ifNotLarger(node, out, ctx);
 }
 
+/**
+ * x as g*y + z, with g > 1 a factor of c that some of x's coefficients share and z within [0, g): then
+ * x % c is g*(y % (c/g)) + z and x // c is y // (c/g). A reshape's offset merged with a window's reads so,
+ * (i*2n + r) % (2n*n) with r < n, where no coefficient is a multiple of c and modSum cannot help.
+ */
+function splitByFactor(x: UOp, c: number): { g: number; y: UOp; z: UOp } | undefined {
+  if (!unwrapped(x)) return undefined;
+  const sum = flatten(x);
+  if (sum === undefined) return undefined;
+  const factors = [...new Set(sum.coefs.map((k) => gcd(k, c)))].filter((g) => g > 1).sort((a, b) => b - a);
+  for (const g of factors) {
+    const y: Sum = { terms: [], coefs: [], konst: floorDiv(sum.konst, g), changed: true };
+    const z: Sum = { terms: [], coefs: [], konst: floorMod(sum.konst, g), changed: true };
+    sum.terms.forEach((t, i) => {
+      const k = sum.coefs[i]!;
+      const into = k % g === 0 ? y : z;
+      into.terms.push(t);
+      into.coefs.push(k % g === 0 ? k / g : k);
+    });
+    if (y.terms.length === 0) continue;
+    const [yu, zu] = [build(x, y), build(x, z)];
+    // a part of a sum can wrap where the whole did not
+    if (zu.vmin >= 0 && zu.vmax < g && unwrapped(yu) && unwrapped(zu)) return { g, y: yu, z: zu };
+  }
+  return undefined;
+}
+
+function modByFactor(x: UOp, c: number, node: UOp, ctx: SimplifyCtx | undefined): UOp | undefined {
+  const s = splitByFactor(x, c);
+  if (s === undefined) return undefined;
+  const high = s.y.mod(c / s.g).mul(s.g);
+  const out = s.z.op === Ops.CONST && s.z.constValue === 0 ? high : high.add(s.z);
+  return ifNotLarger(node, out, ctx);
+}
+
+function divideByFactor(x: UOp, c: number, node: UOp, ctx: SimplifyCtx | undefined): UOp | undefined {
+  const s = splitByFactor(x, c);
+  return s === undefined ? undefined : ifNotLarger(node, s.y.idiv(c / s.g), ctx);
+}
+
+/** max(s + a, s + b) of one sum s: the larger constant decides (bounds that a window and a pad both put). */
+function maxOfShifted(x: UOp, y: UOp): UOp | undefined {
+  if (!unwrapped(x) || !unwrapped(y)) return undefined;
+  const [a, b] = [flatten(x), flatten(y)];
+  if (a === undefined || b === undefined || a.terms.length !== b.terms.length) return undefined;
+  const coef = new Map(a.terms.map((t, i) => [t, a.coefs[i]!]));
+  if (!b.terms.every((t, i) => coef.get(t) === b.coefs[i])) return undefined;
+  return a.konst >= b.konst ? x : y;
+}
+
 function gcd(a: number, b: number): number {
   a = Math.abs(a);
   b = Math.abs(b);
@@ -339,6 +389,7 @@ export const symbolic = new PatternMatcher<SimplifyCtx | undefined>([
     new UPat({ op: Ops.MAX, src: [x, y] }),
     ({ x, y }) => (x!.vmin >= y!.vmax ? x : x!.vmax <= y!.vmin ? y : undefined),
   ],
+  [new UPat({ op: Ops.MAX, src: [x, y] }), ({ x, y }) => maxOfShifted(x!, y!)],
   // constants move outward: (x*c1)*c2 -> x*(c1*c2), (x+c1)*c2 -> x*c2 + c1*c2
   [x.mul(c1).mul(c2), ({ x, c1, c2 }) => ifSafe(cval(c1!) * cval(c2!), (k) => x!.mul(k))],
   [
@@ -352,6 +403,10 @@ export const symbolic = new PatternMatcher<SimplifyCtx | undefined>([
   [
     new UPat({ op: Ops.IDIV, src: [x, posConst('c')], name: 'n' }),
     ({ x, c, n }, ctx) => divideSum(x!, cval(c!), n!, ctx),
+  ],
+  [
+    new UPat({ op: Ops.IDIV, src: [x, posConst('c')], name: 'n' }),
+    ({ x, c, n }, ctx) => divideByFactor(x!, cval(c!), n!, ctx),
   ],
   [
     x.idiv(posConst('c1')).mod(posConst('c2')).named('n'),
@@ -368,6 +423,10 @@ export const symbolic = new PatternMatcher<SimplifyCtx | undefined>([
   [
     new UPat({ op: Ops.MOD, src: [x, posConst('c')], name: 'n' }),
     ({ x, c, n }, ctx) => modSum(x!, cval(c!), n!, ctx),
+  ],
+  [
+    new UPat({ op: Ops.MOD, src: [x, posConst('c')], name: 'n' }),
+    ({ x, c, n }, ctx) => modByFactor(x!, cval(c!), n!, ctx),
   ],
   // comparisons against constants: move the constant across
   [

@@ -13,6 +13,13 @@ describe('errors', () => {
     );
     expect(() => t([2, 3]).reshape([-1, 4])).toThrow(/reshape: cannot infer -1 in \(-1, 4\) for 6 elements/);
   });
+  it('a reshape past 2^53 elements is refused: its offsets would not be exact numbers', () => {
+    const huge = Tensor.full([2 ** 27, 2 ** 27], 1, { device: 'JS' }); // a broadcast constant: no memory
+    expect(() => huge.reshape([2 ** 54])).toThrow(
+      /RESHAPE: cannot reshape \(134217728, 134217728\) to \(18014398509481984,\): .* past 2\^53/,
+    );
+    expect(huge.sum(1).shape).toEqual([2 ** 27]); // views without a reshape are fine
+  });
   it('matmul with unequal inner sizes names the shapes', () => {
     expect(() => t([2, 3]).matmul(t([4, 5]))).toThrow(/matmul: inner sizes differ: \(2, 3\) @ \(4, 5\)/);
   });

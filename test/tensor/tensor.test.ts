@@ -4,7 +4,8 @@ import { lowerKernel } from '../../src/codegen/index.ts';
 import { dtypes } from '../../src/dtype.ts';
 import { scheduleOf } from '../../src/engine/realize.ts';
 import { Tensor } from '../../src/tensor/index.ts';
-import { Ops } from '../../src/uop/ops.ts';
+import { blockedCumsum } from '../../src/tensor/tensor.ts';
+import { type ArgOf, AxisType, Ops } from '../../src/uop/ops.ts';
 import type { UOp } from '../../src/uop/uop.ts';
 
 const DEVICES = ['JS', 'CPU'];
@@ -187,6 +188,37 @@ describe('reduce collapse', () => {
       .reshape([4, 1])
       .eq(counts.reshape([1, 4]));
     expect(onehot.sum(1).tolist()).toEqual([1, 1, 0, 2]);
+  });
+  // From 2^26 one window view of the prefix sum would have more than 2^53 elements, past exact offsets:
+  // the loops stayed (arange(2^26) was a 2^26 x 2^26 kernel that never finished). Lowered, never run.
+  it('arange and the random tensors past 2^26 elements collapse too: no reduce loop, O(n) work', () => {
+    const big: [string, Tensor][] = [
+      ['arange(2^26)', Tensor.arange(1 << 26, undefined, 1, { device: 'JS' })],
+      ['arange(3 * 2^25)', Tensor.arange(3 << 25, undefined, 1, { device: 'JS' })],
+      ['arange(2^27 + 5) by 3', Tensor.arange(7, 7 + 3 * ((1 << 27) + 5), 3, { device: 'JS' })],
+      ['rand(2^27)', Tensor.rand([1 << 27], { device: 'JS' })],
+      ['randn(2^26)', Tensor.randn([1 << 26], { device: 'JS' })],
+      ['randint(2^13, 2^13, 2^2)', Tensor.randint([1 << 13, 1 << 13, 4], 0, 100, { device: 'JS' })],
+    ];
+    for (const [what, t] of big) {
+      for (const { ast } of scheduleOf([t]).kernels) {
+        const { name, linear, flops } = lowerKernel(ast);
+        const reduceLoops = linear.src.filter(
+          (u) => u.op === Ops.RANGE && (u.arg as ArgOf<Ops.RANGE>).type === AxisType.REDUCE,
+        );
+        expect({ what, name, reduceLoops: reduceLoops.length }).toEqual({ what, name, reduceLoops: 0 });
+        expect(flops / t.numel, `${what}: ${name}`).toBeLessThan(500);
+      }
+    }
+  });
+  it('a running sum in blocks equals the one-window running sum', () => {
+    for (const device of DEVICES) {
+      const x = new Tensor(values(3 * 1000, 3, true), { device, dtype: dtypes.int32 }).reshape([3, 1000]);
+      expect(blockedCumsum(x, 64).tolist()).toEqual(x.cumsum(1).tolist());
+      expect(blockedCumsum(x, 8).tolist()).toEqual(x.cumsum(1).tolist()); // 125 blocks of 8: no padding
+      const ones = Tensor.full([4096], 2, { device, dtype: dtypes.int32 });
+      expect(blockedCumsum(ones, 64).tolist()).toEqual(Array.from({ length: 4096 }, (_, i) => 2 * (i + 1)));
+    }
   });
 });
 

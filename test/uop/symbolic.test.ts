@@ -48,6 +48,26 @@ describe('named rewrites', () => {
     expect(z.mul(4).add(7).mod(4).simplify()).toBe(UOp.const(dtypes.index, 3));
     expect(x.mul(6).add(y.mul(4)).idiv(8).simplify()).toBe(x.mul(3).add(y.mul(2)).idiv(4));
   });
+  it('splits off a factor of the divisor that the low part stays under: (4x + y) % 8, (4x + y) // 8', () => {
+    // y < 4: 4x + y is 4 * x + y exactly, so the remainder by 8 keeps y and x's parity, the quotient x//2
+    expect(x.mul(4).add(y).mod(8).simplify()).toBe(x.mod(2).mul(4).add(y));
+    expect(x.mul(4).add(y).idiv(8).simplify()).toBe(x.idiv(2));
+    // a reshape's offset merged with a window's: (i*2n + r) % (2n*n), r < n
+    const i = UOp.variable('i', 0, 2 ** 26 - 1);
+    const r = UOp.variable('r', 0, 8191);
+    expect(
+      i
+        .mul(16384)
+        .add(r)
+        .mod(16384 * 8192)
+        .simplify(),
+    ).toBe(i.mod(8192).mul(16384).add(r));
+    const v = UOp.variable('v', 0, 5);
+    expect(x.mul(4).add(v).mod(8).simplify()).toBe(x.mul(4).add(v).mod(8)); // v reaches 4: kept
+  });
+  it('max of one sum shifted by two constants is the larger', () => {
+    expect(x.mul(3).add(y).add(2).maximum(x.mul(3).add(y).add(7)).simplify()).toBe(x.mul(3).add(y).add(7));
+  });
   it('recombines x//c*c + x%c', () => {
     expect(x.idiv(4).mul(4).add(x.mod(4)).simplify()).toBe(x);
     expect(x.mod(4).add(y).add(x.idiv(4).mul(4)).simplify()).toBe(y.add(x));
