@@ -1,0 +1,131 @@
+// Hand-coded opts: THREAD splits of big kernels, register tiles of matmul, vector lanes of split reductions.
+// The opts are read from lowerKernel, which runs handCodedOpts on the kernel after index simplification.
+import { describe, expect, it } from 'vitest';
+import { lowerKernel } from '../../src/codegen/index.ts';
+import { CPU_TARGET, type Opt, type Target } from '../../src/codegen/opt/opts.ts';
+import { scheduleOf } from '../../src/engine/realize.ts';
+import { Context } from '../../src/helpers.ts';
+import { Tensor } from '../../src/tensor/index.ts';
+import { AxisType, Ops } from '../../src/uop/ops.ts';
+import type { UOp } from '../../src/uop/uop.ts';
+
+const { THREAD, UPCAST, UNROLL } = AxisType;
+const target = (over: Partial<Target> = {}): Target => ({
+  ...CPU_TARGET,
+  vectors: true,
+  threads: 2,
+  registers: 128,
+  ...over,
+});
+
+/** A realized float32 tensor of this shape on the CPU (zeros: only the kernels' structure matters here). */
+const tensor = (shape: number[]) =>
+  new Tensor(new Float32Array(shape.reduce((a, d) => a * d, 1)), { device: 'CPU' }).reshape(shape);
+
+const hasReduce = (ast: UOp) => ast.toposort().some((u) => u.op === Ops.REDUCE);
+const optsOf = (ast: UOp, t: Target): readonly Opt[] => lowerKernel(ast, { target: t }).opts;
+const split = (axis: number, factor: number, type: AxisType, top?: boolean): Opt =>
+  top ? { op: 'SPLIT', axis, factor, target: type, top } : { op: 'SPLIT', axis, factor, target: type };
+
+describe('matmul 256x256x256 on the CPU', () => {
+  const { kernels } = scheduleOf([tensor([256, 256]).matmul(tensor([256, 256]))]);
+  const product = kernels.find((k) => hasReduce(k.ast))!.ast;
+  const pack = kernels.find((k) => !hasReduce(k.ast))!.ast;
+
+  it('is a panel copy and a product', () => {
+    expect(kernels).toHaveLength(2);
+    expect(kernels.filter((k) => hasReduce(k.ast))).toHaveLength(1);
+  });
+
+  it('splits rows over 2 threads, then tiles 16 lanes of columns by 4 rows (128 registers)', () => {
+    // ranges after the THREAD split: (2 threads, 128 rows, 256 columns, 256 reduce)
+    expect(optsOf(product, target())).toEqual([
+      split(0, 2, THREAD, true),
+      split(2, 16, UPCAST),
+      split(1, 4, UPCAST),
+    ]);
+  });
+
+  it('takes rows from the register budget min(registers / 2, 128) / 16 lanes', () => {
+    const rows = (registers: number) => optsOf(product, target({ registers }))[2];
+    expect(rows(64)).toEqual(split(1, 2, UPCAST)); // 32 / 16
+    expect(rows(128)).toEqual(split(1, 4, UPCAST)); // 64 / 16
+    expect(rows(512)).toEqual(split(1, 8, UPCAST)); // 128 / 16
+    expect(rows(1024)).toEqual(split(1, 8, UPCAST)); // capped at 128 / 16
+    // 16 values: room for the lanes, not for a second row
+    expect(optsOf(product, target({ registers: 32 }))).toEqual([
+      split(0, 2, THREAD, true),
+      split(2, 16, UPCAST),
+    ]);
+  });
+
+  it('with one thread: no THREAD split, the same tile on the unsplit axes', () => {
+    expect(optsOf(product, target({ threads: 1 }))).toEqual([split(1, 16, UPCAST), split(0, 4, UPCAST)]);
+    expect(optsOf(product, target({ threads: 1, registers: 512 }))).toEqual([
+      split(1, 16, UPCAST),
+      split(0, 8, UPCAST),
+    ]);
+  });
+
+  it('splits by the largest thread count that divides the axis', () => {
+    expect(optsOf(product, target({ threads: 8 }))[0]).toEqual(split(0, 8, THREAD, true));
+    expect(optsOf(product, target({ threads: 3 }))[0]).toEqual(split(0, 2, THREAD, true));
+  });
+
+  it('without vector types: threads only, no tile', () => {
+    const opts = optsOf(product, target({ vectors: false }));
+    expect(opts).toContainEqual(split(0, 2, THREAD, true));
+    expect(opts.filter((o) => o.op === 'SPLIT' && o.target === UPCAST)).toEqual([]);
+  });
+
+  it('NOOPT=1: no opts at all', () => {
+    Context.with({ NOOPT: 1 }, () => {
+      expect(optsOf(product, target())).toEqual([]);
+      expect(optsOf(pack, target())).toEqual([]);
+    });
+  });
+
+  it('the panel copy gets the THREAD split and no tile (it multiplies nothing)', () => {
+    expect(optsOf(pack, target())).toEqual([split(0, 2, THREAD, true)]);
+  });
+});
+
+describe('split sum of 2^20 floats', () => {
+  const { kernels } = scheduleOf([tensor([1 << 20]).sum()]);
+
+  it('is two kernels: 256 parts x 16 lanes, then their total', () => {
+    expect(kernels).toHaveLength(2);
+    expect(kernels[0]!.bufs[0]!.shape).toEqual([256, 1, 16]);
+  });
+
+  it('the first step gets THREAD and 16 vector lanes over the contiguous partial sums', () => {
+    // ranges (256 parts, 16 lanes, 256 reduce) -> (2, 128, 16, 256) -> lanes UPCAST, reduce unrolled by 4
+    expect(optsOf(kernels[0]!.ast, target())).toEqual([
+      split(0, 2, THREAD, true),
+      split(2, 16, UPCAST),
+      split(4, 4, UNROLL),
+    ]);
+  });
+
+  it('the second step (4096 iterations) is too small for threads', () => {
+    const opts = optsOf(kernels[1]!.ast, target({ threads: 8 }));
+    expect(opts.some((o) => o.op === 'SPLIT' && o.target === THREAD)).toBe(false);
+  });
+});
+
+describe('kernels under 2^16 iterations run on one thread', () => {
+  const threaded = (t: Tensor) =>
+    scheduleOf([t]).kernels.map((k) =>
+      optsOf(k.ast, target({ threads: 8 })).some((o) => o.op === 'SPLIT' && o.target === THREAD),
+    );
+
+  it('elementwise: 128x128 no, 256x256 yes', () => {
+    expect(threaded(tensor([128, 128]).add(1))).toEqual([false]);
+    expect(threaded(tensor([256, 256]).add(1))).toEqual([true]);
+  });
+
+  it('counts reduce iterations too: a 64^3 matmul (one kernel, 2^18 steps) is threaded, 16^3 is not', () => {
+    expect(threaded(tensor([64, 64]).matmul(tensor([64, 64])))).toEqual([true]);
+    expect(threaded(tensor([16, 16]).matmul(tensor([16, 16])))).toEqual([false]);
+  });
+});
