@@ -47,7 +47,8 @@ function laneOffsets(idx: UOp): number[] | undefined {
 /** How far index expression idx moves per step of range r, when it is affine in r. */
 export function stride(idx: UOp, r: UOp): number | undefined {
   const steps = UOp.make(Ops.VCONST, [], { values: [0, 1], dtype: dtypes.index });
-  return laneOffsets(substitute(idx, new Map([[r, steps]])))?.[1];
+  const offsets = laneOffsets(substitute(idx, new Map([[r, steps]])));
+  return offsets?.length === 1 ? 0 : offsets?.[1]; // one offset: idx does not read r
 }
 
 /** idx in the form base + VCONST(offsets), or undefined when it is not affine in the lanes. */

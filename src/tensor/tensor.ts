@@ -649,6 +649,8 @@ const SPLIT_LANES = 16;
  * result has no loop for threads to share, and no lanes for vectors; the first step has both.
  */
 function splitReduce(x: Tensor, op: ReduceOp, axes: readonly number[]): Tensor | undefined {
+  // sums only: max shares its gradient evenly among tied maxima, and in two steps it would share per step
+  if (op !== Ops.ADD) return undefined;
   const count = axes.reduce((n, a) => n * x.shape[a]!, 1);
   if (count < SPLIT_FROM || x.numel / count >= SPLIT_OUTPUTS) return undefined;
   const a = axes.reduce((best, i) => (x.shape[i]! > x.shape[best]! ? i : best), axes[0]!);

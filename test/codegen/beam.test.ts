@@ -50,7 +50,7 @@ describe('BEAM search', () => {
     const opts = Context.with({ CACHEDIR: dir }, () => beamSearch(ast, cpu, renderC, 2));
     expect(since(again)).toEqual({ searches: 0, hits: 1, timed: 0, failed: 0 });
     expect(opts).toBeInstanceOf(Array);
-  });
+  }, 60_000); // compiles a few dozen candidates with gcc
 
   it('drops candidates that do not compile, and still finds opts that compute the right values', () => {
     const x = matrix(4, 16);
@@ -69,5 +69,5 @@ describe('BEAM search', () => {
     const input = new DeviceBuffer(cpu, 64, dtypes.float32).copyin(ints(64));
     cpu.compile(name, renderC(name, linear)).run([out, input]);
     expect([...out.view()]).toEqual(Context.with({ NOOPT: 1 }, () => x.sum(1).tolist()));
-  });
+  }, 60_000); // compiles a few dozen candidates with gcc
 });

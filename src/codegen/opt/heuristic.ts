@@ -150,18 +150,7 @@ function threads(ast: UOp, target: Target): Opt[] {
   return factor ? [{ op: 'SPLIT', axis: 0, factor, target: AxisType.THREAD, top: true }] : [];
 }
 
-export function handCodedOpts(ast: UOp, target: Target): Opt[] {
-  if (NOOPT.value) return [];
-  const opts = [...threads(ast, target)];
-  const threaded = applyOpts(ast, opts, target);
-  if (target.vectors) {
-    const tiled = tile(threaded, target);
-    const lanes = tiled.length ? tiled : reduceLanes(threaded);
-    opts.push(...(lanes.length ? lanes : unrollLanes(threaded)));
-  }
-  return [...opts, ...unrolls(applyOpts(ast, opts, target))];
-}
-
+/** Plain reduce loops unrolled by UNROLL_BY (scalar copies whose sum overlaps the next step's). */
 function unrolls(ast: UOp): Opt[] {
   const opts: Opt[] = [];
   const candidates = unrollable(ast);
@@ -177,4 +166,18 @@ function unrolls(ast: UOp): Opt[] {
       opts.push({ op: 'SPLIT', axis: i + opts.length, factor: UNROLL_BY, target: AxisType.UNROLL });
   });
   return opts;
+}
+
+/** The opts a kernel gets for the target: threads, then vector lanes (the first rule that applies), then unrolls. */
+export function handCodedOpts(ast: UOp, target: Target): Opt[] {
+  if (NOOPT.value) return [];
+  const opts = [...threads(ast, target)];
+  const threaded = applyOpts(ast, opts, target);
+  if (target.vectors) {
+    const tiled = tile(threaded, target);
+    const lanes = tiled.length ? tiled : reduceLanes(threaded);
+    opts.push(...(lanes.length ? lanes : unrollLanes(threaded)));
+  }
+  const unrolled = opts.some((o) => o.op === 'SPLIT' && o.target === AxisType.UNROLL);
+  return unrolled ? opts : [...opts, ...unrolls(applyOpts(ast, opts, target))];
 }
