@@ -51,6 +51,16 @@ export function stride(idx: UOp, r: UOp): number | undefined {
   return offsets?.length === 1 ? 0 : offsets?.[1]; // one offset: idx does not read r
 }
 
+/** Whether idx reads contiguous elements along the lanes of range r split by `lanes` (as the lowering will). */
+export function contiguousLanes(idx: UOp, r: UOp, lanes: number): boolean {
+  const n = Number(r.src[0]!.constValue);
+  if (n % lanes !== 0) return false;
+  // ranges for the analysis only: ids no kernel uses
+  const [outer, inner] = [UOp.range(n / lanes, 1e9), UOp.range(lanes, 1e9 + 1)];
+  const split = substitute(idx, new Map([[r, outer.mul(lanes).add(inner)]]));
+  return stride(graphRewrite(split, symbolic, { name: 'split lanes', ctx: {} }), inner) === 1;
+}
+
 /** idx in the form base + VCONST(offsets), or undefined when it is not affine in the lanes. */
 function canonicalAddress(idx: UOp): UOp | undefined {
   const offsets = laneOffsets(idx);

@@ -109,7 +109,8 @@ describe('THREADS', () => {
     const two = sumWith(2);
     const one = sumWith(1);
     expect(one.out).toEqual(two.out);
-    expect(one.names).toEqual(['r_512_64_4']);
-    expect(two.names).toEqual([openmp ? 'r_2_256_64_4' : 'r_512_64_4']);
+    // rows of 256 summed in 16 lanes, 4 vectors a step
+    expect(one.names).toEqual(['r_512_4_4_16']);
+    expect(two.names).toEqual([openmp ? 'r_2_256_4_4_16' : 'r_512_4_4_16']);
   });
 });

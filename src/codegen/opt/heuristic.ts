@@ -3,7 +3,7 @@ import { dtypes } from '../../dtype.ts';
 import { ContextVar } from '../../helpers.ts';
 import { type ArgOf, AxisType, Ops } from '../../uop/ops.ts';
 import type { UOp } from '../../uop/uop.ts';
-import { stride } from '../vectors.ts';
+import { contiguousLanes } from '../vectors.ts';
 import { constSize, kernelRanges, rangeArg } from './axes.ts';
 import { applyOpts, type Opt, type Target } from './opts.ts';
 
@@ -75,7 +75,7 @@ function tile(ast: UOp, target: Target): Opt[] {
   const lanes = dividing(constSize(lane)!, [16, 8, 4]);
   const vectorLoad = reads(loads[0], lane) ? loads[0] : loads[1];
   // lanes that are not contiguous would gather (matrix-vector products reduce in lanes instead)
-  if (lanes === undefined || stride(address(vectorLoad), lane) !== 1) return [];
+  if (lanes === undefined || !contiguousLanes(address(vectorLoad), lane, lanes)) return [];
   const row = loops
     .filter((r) => r !== lane && !reads(vectorLoad, r))
     .sort((a, b) => constSize(b)! - constSize(a)!)[0];
@@ -110,7 +110,11 @@ function reduceLanes(ast: UOp): Opt[] {
   if (inner === undefined || !ast.toposort().some((u) => u.op === Ops.REDUCE)) return [];
   const loads = ast.toposort().filter((u) => u.op === Ops.LOAD && reads(u, inner));
   const lanes = dividing(constSize(inner) ?? 0, [16, 8, 4]);
-  if (lanes === undefined || loads.length === 0 || !loads.every((l) => stride(address(l), inner) === 1))
+  if (
+    lanes === undefined ||
+    loads.length === 0 ||
+    !loads.every((l) => contiguousLanes(address(l), inner, lanes))
+  )
     return [];
   return [{ op: 'SPLIT', axis: ranges.indexOf(inner), factor: lanes, target: AxisType.UPCAST }];
 }
@@ -126,7 +130,8 @@ function unrollLanes(ast: UOp): Opt[] {
   const loads = ast.toposort().filter((u) => u.op === Ops.LOAD && reads(u, inner));
   const lanes = dividing(constSize(inner) ?? 0, [16, 8]);
   if (lanes === undefined || loads.length === 0) return [];
-  if (!loads.every((l) => stride(address(l), inner) === 1) || constSize(inner)! < 4 * lanes) return [];
+  if (!loads.every((l) => contiguousLanes(address(l), inner, lanes)) || constSize(inner)! < 4 * lanes)
+    return [];
   const axis = ranges.indexOf(inner);
   const split = { op: 'SPLIT', axis, factor: lanes, target: AxisType.UNROLL } as const;
   // and four vectors a step, so the adds into the accumulator do not wait on each other
