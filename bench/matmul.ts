@@ -1,8 +1,8 @@
-// f32 matmul GFLOP/s with the default opts (and under BEAM=2 where the BEAM setting exists), beside numpy's
+// f32 matmul GFLOP/s with the default opts and under BEAM=2, beside numpy's
 // (OpenBLAS) from the same run when python3 has numpy. Usage: npm run bench:matmul [-- DEV [sizes...]]
 import { spawnSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
-import { Context, ContextVar, Device, Tensor } from '../src/index.ts';
+import { Context, Device, Tensor } from '../src/index.ts';
 
 const device = process.argv[2] ?? Device.default;
 const sizes = process.argv.length > 3 ? process.argv.slice(3).map(Number) : [512, 1024, 2048];
@@ -32,8 +32,6 @@ function best(fn: () => Tensor, runs: number): number {
   return t;
 }
 
-// Context.with refuses a setting nobody defined: the BEAM rows wait for the search to exist
-const beam = ContextVar.registry.has('BEAM');
 const peer = runPeer();
 
 const header = `${'what'.padEnd(26)} ${'tsgrad'.padStart(9)} ${'numpy'.padStart(9)} ${'ratio'.padStart(7)}  GFLOP/s`;
@@ -41,7 +39,7 @@ console.log(`device: ${device}\n\n${header}`);
 for (const n of sizes) {
   const a = rand([n, n]).realize();
   const b = rand([n, n]).realize();
-  const runs = n >= 2048 ? 1 : 3;
+  const runs = n >= 2048 ? 3 : 5;
   const gflops = (seconds: number) => (2 * n ** 3) / seconds / 1e9;
   const p = peer?.[String(n)];
   const row = (what: string, value: number) => {
@@ -52,14 +50,12 @@ for (const n of sizes) {
     );
   };
   row(`matmul ${n}^3 f32`, gflops(best(() => a.matmul(b), runs)));
-  if (beam)
-    row(
-      `matmul ${n}^3 f32, BEAM=2`,
-      Context.with({ BEAM: 2 }, () => gflops(best(() => a.matmul(b), runs))),
-    );
+  row(
+    `matmul ${n}^3 f32, BEAM=2`,
+    Context.with({ BEAM: 2 }, () => gflops(best(() => a.matmul(b), runs))),
+  );
 }
 if (peer === undefined) console.log('\n(numpy figures need python3 with numpy)');
-if (!beam) console.log('\n(no BEAM rows: the BEAM setting does not exist yet)');
 
 function runPeer(): Record<string, number> | undefined {
   const script = fileURLToPath(new URL('./matmul_peer.py', import.meta.url));

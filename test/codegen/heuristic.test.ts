@@ -46,12 +46,12 @@ describe('matmul 256x256x256 on the CPU', () => {
     ]);
   });
 
-  it('takes rows from the register budget min(registers / 2, 128) / 16 lanes', () => {
-    const rows = (registers: number) => optsOf(product, target({ registers }))[2];
-    expect(rows(64)).toEqual(split(1, 2, UPCAST)); // 32 / 16
-    expect(rows(128)).toEqual(split(1, 4, UPCAST)); // 64 / 16
-    expect(rows(512)).toEqual(split(1, 8, UPCAST)); // 128 / 16
-    expect(rows(1024)).toEqual(split(1, 8, UPCAST)); // capped at 128 / 16
+  it('takes rows from the register budget registers / 2, with two vectors of lanes when 8 rows of them fit', () => {
+    const tile = (registers: number) => optsOf(product, target({ registers })).slice(1);
+    expect(tile(64)).toEqual([split(2, 16, UPCAST), split(1, 2, UPCAST)]); // 32 / 16
+    expect(tile(128)).toEqual([split(2, 16, UPCAST), split(1, 4, UPCAST)]); // 64 / 16
+    expect(tile(512)).toEqual([split(2, 16, UPCAST), split(2, 2, UPCAST), split(1, 8, UPCAST)]); // 256 / 32
+    expect(tile(1024)).toEqual([split(2, 16, UPCAST), split(2, 2, UPCAST), split(1, 16, UPCAST)]); // 512 / 32
     // 16 values: room for the lanes, not for a second row
     expect(optsOf(product, target({ registers: 32 }))).toEqual([
       split(0, 2, THREAD, true),
@@ -63,6 +63,7 @@ describe('matmul 256x256x256 on the CPU', () => {
     expect(optsOf(product, target({ threads: 1 }))).toEqual([split(1, 16, UPCAST), split(0, 4, UPCAST)]);
     expect(optsOf(product, target({ threads: 1, registers: 512 }))).toEqual([
       split(1, 16, UPCAST),
+      split(1, 2, UPCAST),
       split(0, 8, UPCAST),
     ]);
   });

@@ -62,8 +62,9 @@ const address = (load: UOp) => load.src[0]!.src[1]!;
 
 /**
  * Register tiling of a sum of products: the innermost output axis that only one load reads becomes vector
- * lanes (that load's vector is reused by every row), and an output axis that load does not read becomes
- * rows (each row's scalar is reused by every lane), as many as half the vector registers hold.
+ * lanes (one or two vectors of them; that load's vectors are reused by every row), and an output axis that
+ * load does not read becomes rows (each row's scalar is reused by every lane), as many as half the vector
+ * registers hold.
  */
 function tile(ast: UOp, target: Target): Opt[] {
   const loads = productLoads(ast);
@@ -85,19 +86,21 @@ function tile(ast: UOp, target: Target): Opt[] {
     factor,
     target: AxisType.UPCAST,
   });
-  // half the registers for accumulators, at most 128 floats: 8 rows of 16 beat 16 rows on AVX-512 (measured)
-  const budget = Math.min(target.registers / 2, 128);
+  // half the registers hold accumulators: on AVX-512 8 rows of two vectors of 16 (measured best), else one
+  const budget = target.registers / 2;
+  const wide = budget >= 8 * 2 * lanes && (constSize(lane)! / lanes) % 2 === 0;
+  const columns = [split(lane, lanes), ...(wide ? [split(lane, 2)] : [])];
   const rows =
     row &&
     dividing(
       constSize(row)!,
-      [16, 8, 4, 2].filter((f) => f * lanes <= budget),
+      [16, 8, 4, 2].filter((f) => f * lanes * columns.length <= budget),
     );
-  if (row === undefined || rows === undefined) return [split(lane, lanes)];
+  if (row === undefined || rows === undefined) return columns;
   // a split renumbers the axes after it: the later axis is split first
   return ranges.indexOf(lane) > ranges.indexOf(row)
-    ? [split(lane, lanes), split(row, rows)]
-    : [split(row, rows), split(lane, lanes)];
+    ? [...columns, split(row, rows)]
+    : [split(row, rows), ...columns];
 }
 
 /**
