@@ -70,7 +70,7 @@ export class CPUBackend extends Backend {
 
   /**
    * Builds in parallel into a temporary directory, for trial kernels (BEAM's candidates): their libraries are
-   * neither cached on disk nor kept here, so they unload once dropped. Files are named by content key, as
+   * neither cached on disk nor kept here (OpenMP builds stay loaded: -z nodelete). Files are named by content key, as
    * dlopen would return a library still loaded from the same path (the directory's name may come again).
    */
   override compileMany(kernels: readonly KernelSource[]): (Program | Error)[] {
