@@ -3,7 +3,7 @@ import { dtypes } from '../../dtype.ts';
 import { ContextVar } from '../../helpers.ts';
 import { type ArgOf, AxisType, Ops } from '../../uop/ops.ts';
 import type { UOp } from '../../uop/uop.ts';
-import { contiguousLanes } from '../vectors.ts';
+import { contiguousLanes, stride } from '../vectors.ts';
 import { constSize, kernelRanges, rangeArg } from './axes.ts';
 import { applyOpts, type Opt, type Target } from './opts.ts';
 
@@ -80,27 +80,42 @@ function tile(ast: UOp, target: Target): Opt[] {
   const row = loops
     .filter((r) => r !== lane && !reads(vectorLoad, r))
     .sort((a, b) => constSize(b)! - constSize(a)!)[0];
-  const split = (r: UOp, factor: number): Opt => ({
-    op: 'SPLIT',
-    axis: ranges.indexOf(r),
-    factor,
-    target: AxisType.UPCAST,
-  });
+  const splits: { r: UOp; factor: number; target: AxisType }[] = [];
+  const upcast = (r: UOp, factor: number) => splits.push({ r, factor, target: AxisType.UPCAST });
   // half the registers hold accumulators: on AVX-512 8 rows of two vectors of 16 (measured best), else one
   const budget = target.registers / 2;
   const wide = budget >= 8 * 2 * lanes && (constSize(lane)! / lanes) % 2 === 0;
-  const columns = [split(lane, lanes), ...(wide ? [split(lane, 2)] : [])];
+  upcast(lane, lanes);
+  if (wide) upcast(lane, 2);
+  let tile = lanes * (wide ? 2 : 1);
   const rows =
     row &&
     dividing(
       constSize(row)!,
-      [16, 8, 4, 2].filter((f) => f * lanes * columns.length <= budget),
+      [16, 8, 4, 2].filter((f) => f * tile <= budget),
     );
-  if (row === undefined || rows === undefined) return columns;
-  // a split renumbers the axes after it: the later axis is split first
-  return ranges.indexOf(lane) > ranges.indexOf(row)
-    ? [...columns, split(row, rows)]
-    : [split(row, rows), ...columns];
+  if (row !== undefined && rows !== undefined) {
+    upcast(row, rows);
+    tile *= rows;
+  }
+  // a small window (a conv's kernel) is unrolled whole, and where it slides along an output axis two
+  // neighbours on that axis share most of their loads
+  const windows = ranges.filter((r) => rangeArg(r).type === AxisType.REDUCE && (constSize(r) ?? 9) <= 4);
+  for (const r of windows) splits.push({ r, factor: constSize(r)!, target: AxisType.UNROLL });
+  const step = (r: UOp) => stride(address(vectorLoad), r);
+  const slide = loops.find(
+    (r) =>
+      r !== lane &&
+      r !== row &&
+      constSize(r)! % 2 === 0 &&
+      windows.some((w) => step(w) !== 0 && step(w) === step(r)),
+  );
+  if (slide !== undefined && tile * 2 <= budget) upcast(slide, 2);
+  // a split renumbers the axes after it: later axes are split first (a lane axis' lanes before its pairs)
+  const order = splits
+    .map((x, i) => ({ ...x, i }))
+    .sort((a, b) => ranges.indexOf(b.r) - ranges.indexOf(a.r) || a.i - b.i);
+  return order.map(({ r, factor, target }) => ({ op: 'SPLIT', axis: ranges.indexOf(r), factor, target }));
 }
 
 /**
