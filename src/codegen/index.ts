@@ -10,6 +10,7 @@ import { reduceToAccumulators } from './accumulate.ts';
 import { collapseReduces } from './collapse.ts';
 import { decompose } from './decompose.ts';
 import { expandRanges, laneRange } from './expand.ts';
+import { simplifyGatedAddresses } from './gates.ts';
 import { linearize } from './linearize.ts';
 import { handCodedOpts } from './opt/heuristic.ts';
 import { applyOpts, CPU_TARGET, type Opt, type Target } from './opt/opts.ts';
@@ -102,6 +103,7 @@ function expandLanes(ast: UOp): UOp | string {
 export function lowerKernel(ast: UOp, opts: LowerOptions = {}): LoweredKernel {
   verifyStage(ast, 'kernel');
   let k = graphRewrite(ast, symbolic, { name: 'simplify indices', ctx: {} });
+  k = simplifyGatedAddresses(k);
   k = decompose(k, opts.lacks ?? new Set());
   k = collapseReduces(k);
   const target = opts.target ?? CPU_TARGET;

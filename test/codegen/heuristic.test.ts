@@ -130,3 +130,41 @@ describe('kernels under 2^16 iterations run on one thread', () => {
     expect(threaded(tensor([16, 16]).matmul(tensor([16, 16])))).toEqual([false]);
   });
 });
+
+describe('conv2d 3x3, padding 1, on the CPU', () => {
+  // (batch 2, 16 to 32 channels, 8x8): ranges (2, 32, 8, 8 | 16, 3, 3)
+  const { kernels } = scheduleOf([
+    tensor([2, 16, 8, 8]).conv2d(tensor([32, 16, 3, 3]), undefined, { padding: 1 }),
+  ]);
+  const conv = kernels.find((k) => hasReduce(k.ast))!.ast;
+
+  it('tiles lanes of columns by rows of channels, unrolls the 3x3 window and pairs the rows it slides along', () => {
+    // after the THREAD split of the batch: (2 threads, 1, 32 channels, 8 rows, 8 columns | 16, 3, 3); the
+    // padding's wrapped addresses simplify under the load's gate, so the columns read contiguous lanes
+    expect(optsOf(conv, target({ registers: 512 }))).toEqual([
+      split(0, 2, THREAD, true),
+      split(7, 3, UNROLL), // kw
+      split(6, 3, UNROLL), // kh
+      split(4, 8, UPCAST), // columns: the lanes
+      split(3, 2, UPCAST), // rows of the image: neighbours share two of the window's three input rows
+      split(2, 16, UPCAST), // channels: 16 x 8 x 2 = half of 512 registers
+    ]);
+  });
+
+  it('computes what the unoptimized kernel computes', () => {
+    const x = new Tensor(
+      Float32Array.from({ length: 2 * 16 * 8 * 8 }, (_, i) => (i % 7) - 3),
+      { device: 'CPU' },
+    );
+    const w = new Tensor(
+      Float32Array.from({ length: 32 * 16 * 9 }, (_, i) => (i % 5) - 2),
+      { device: 'CPU' },
+    );
+    const run = () =>
+      x
+        .reshape([2, 16, 8, 8])
+        .conv2d(w.reshape([32, 16, 3, 3]), undefined, { padding: 1 })
+        .tolist();
+    expect(run()).toEqual(Context.with({ NOOPT: 1 }, run));
+  });
+});
