@@ -1,13 +1,7 @@
 # numpy's (OpenBLAS) f32 matmul GFLOP/s for bench/matmul.ts, measured the same way; sizes as arguments, JSON out.
 import json, sys, time
 import numpy as np
-
-def best(fn, runs):
-  fn()
-  t = float('inf')
-  for _ in range(runs):
-    t0 = time.perf_counter(); fn(); t = min(t, time.perf_counter() - t0)
-  return t
+from timing import best
 
 rng = np.random.default_rng(0)
 out = {}

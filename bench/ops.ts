@@ -2,34 +2,11 @@
 // beside numpy's figures from the same run when python3 has numpy. Usage: npm run bench:ops [-- DEV]
 import { spawnSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
-import { Context, Device, Tensor } from '../src/index.ts';
+import { Context, Device, type Tensor } from '../src/index.ts';
+import { best, rand as randOn } from './timing.ts';
 
 const device = process.argv[2] ?? Device.default;
-
-/** A tensor of n pseudo-random floats in [-1, 1). */
-function rand(shape: number[]): Tensor {
-  const n = shape.reduce((a, b) => a * b, 1);
-  const data = new Float32Array(n);
-  let s = 12345;
-  for (let i = 0; i < n; i++) {
-    s = (Math.imul(s, 1664525) + 1013904223) >>> 0;
-    data[i] = s / 2 ** 31 - 1;
-  }
-  return new Tensor(data, { device }).reshape(shape);
-}
-
-/** Best seconds over a few runs of fn (the first run compiles and is not counted). */
-function best(fn: () => Tensor, runs = 3): number {
-  fn().realize();
-  let t = Infinity;
-  for (let i = 0; i < runs; i++) {
-    const out = fn();
-    const t0 = performance.now();
-    out.realize();
-    t = Math.min(t, (performance.now() - t0) / 1000);
-  }
-  return t;
-}
+const rand = (shape: number[]) => randOn(shape, device);
 
 interface Row {
   what: string;

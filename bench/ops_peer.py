@@ -1,13 +1,7 @@
 # numpy's figures for bench/ops.ts, measured the same way (best of a few runs); prints JSON.
 import json, time
 import numpy as np
-
-def best(fn, runs=3):
-  fn()
-  t = float('inf')
-  for _ in range(runs):
-    t0 = time.perf_counter(); fn(); t = min(t, time.perf_counter() - t0)
-  return t
+from timing import best
 
 rng = np.random.default_rng(0)
 out = {}

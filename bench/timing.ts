@@ -1,0 +1,27 @@
+// What the bench scripts share: seeded inputs and best-of-n timing of a realize.
+import { Tensor } from '../src/index.ts';
+
+/** A tensor of pseudo-random floats in [-1, 1) (a fixed seed: every run times the same data). */
+export function rand(shape: number[], device: string): Tensor {
+  const n = shape.reduce((a, b) => a * b, 1);
+  const data = new Float32Array(n);
+  let s = 12345;
+  for (let i = 0; i < n; i++) {
+    s = (Math.imul(s, 1664525) + 1013904223) >>> 0;
+    data[i] = s / 2 ** 31 - 1;
+  }
+  return new Tensor(data, { device }).reshape(shape);
+}
+
+/** Best seconds over a few runs of fn (the first run compiles, or searches under BEAM, and is not counted). */
+export function best(fn: () => Tensor, runs = 3): number {
+  fn().realize();
+  let t = Infinity;
+  for (let i = 0; i < runs; i++) {
+    const out = fn();
+    const t0 = performance.now();
+    out.realize();
+    t = Math.min(t, (performance.now() - t0) / 1000);
+  }
+  return t;
+}
