@@ -34,7 +34,10 @@ const ACTIONS: readonly Omit<Split, 'axis'>[] = [
 
 /** The search's rules (not legality): how deep, how much to expand, how to time. */
 const MAX_DEPTH = 8;
-/** Product of the UPCAST and UNROLL factors: bigger bodies compile slowly and spill registers. */
+/**
+ * Product of the UPCAST and UNROLL factors a child may have: bigger bodies compile slowly and spill registers.
+ * A child may also double its parent's (the hand-coded register tiles start larger).
+ */
 const MAX_EXPAND = 64;
 /** Runs per candidate (the fastest counts); runs stop once a candidate is this many times the best. */
 const RUNS = 3;
@@ -133,7 +136,8 @@ function childOpts(ast: UOp, opts: Opt[]): Opt[][] {
       { op: 'SWAP', axis, other: axis + 1 + i },
     ]),
   );
-  return [...splits, ...swaps].flatMap((lists) => lists.filter((os) => expand(os) <= MAX_EXPAND));
+  const limit = Math.max(MAX_EXPAND, 2 * expand(opts));
+  return [...splits, ...swaps].flatMap((lists) => lists.filter((os) => expand(os) <= limit));
 }
 
 /** The fastest of RUNS runs on the buffer copies in turn; undefined when it fails or is DROP_FACTOR x `best`. */
