@@ -50,6 +50,13 @@ function intLiteral(v: number | bigint | boolean, d: DType, indexType: string): 
   return n < 0n ? `(${n}${suffix})` : `${n}${suffix}`;
 }
 
+/** Bytes the CPU device aligns every buffer's start to (src/runtime/cpu.ts allocates so). */
+export const C_BUFFER_ALIGN = 64;
+
+/** A vector's address in a buffer, marked aligned to the vector's size where it is. */
+const address = (slot: number, index: string, aligned: boolean, type: string) =>
+  aligned ? `__builtin_assume_aligned(data${slot}+${index}, sizeof(${type}))` : `data${slot}+${index}`;
+
 /** The unsigned type of the same width (shifts of negative values are defined there). */
 const UNSIGNED: Record<string, string> = { int: 'unsigned int', 'long long': 'unsigned long long' };
 
@@ -206,14 +213,15 @@ function cLanguage(indexType: string): Language {
     loopClose: '}',
     when: (gate, statement) => `if (${gate}) ${statement}`,
     vector: {
-      // memcpy: the address may not be aligned to the vector; gcc makes it one unaligned vector move
-      read: (slot, index, d, lanes) => {
+      alignment: C_BUFFER_ALIGN,
+      // memcpy: gcc makes it one vector move, aligned where the address is (assume_aligned says so)
+      read: (slot, index, d, lanes, aligned) => {
         const t = vectorType(d, lanes);
-        return `__extension__({ ${t} v_; __builtin_memcpy(&v_, data${slot}+${index}, sizeof v_); v_; })`;
+        return `__extension__({ ${t} v_; __builtin_memcpy(&v_, ${address(slot, index, aligned, t)}, sizeof v_); v_; })`;
       },
-      write: (slot, index, value, d, lanes) => {
+      write: (slot, index, value, d, lanes, aligned) => {
         const t = vectorType(d, lanes);
-        return `{ ${t} v_ = ${value}; __builtin_memcpy(data${slot}+${index}, &v_, sizeof v_); }`;
+        return `{ ${t} v_ = ${value}; __builtin_memcpy(${address(slot, index, aligned, t)}, &v_, sizeof v_); }`;
       },
       of: (d, parts) => `((${vectorType(d, parts.length)}){${parts.join(', ')}})`,
       lane: (v, j) => `${v}[${j}]`,

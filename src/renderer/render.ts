@@ -35,9 +35,11 @@ export interface Language {
 }
 
 export interface VectorLanguage {
-  /** The k consecutive elements of `data{slot}` from `index`. */
-  read(slot: number, index: string, dtype: DType, lanes: number): string;
-  write(slot: number, index: string, value: string, dtype: DType, lanes: number): string;
+  /** Bytes every buffer's start is aligned to: a vector at an index that is a multiple of its lanes is too. */
+  readonly alignment: number;
+  /** The k consecutive elements of `data{slot}` from `index`; `aligned`: the address is a vector's multiple. */
+  read(slot: number, index: string, dtype: DType, lanes: number, aligned: boolean): string;
+  write(slot: number, index: string, value: string, dtype: DType, lanes: number, aligned: boolean): string;
   /** A vector of the given elements. */
   of(dtype: DType, parts: readonly string[]): string;
   /** Element j of a vector. */
@@ -49,8 +51,23 @@ export interface VectorLanguage {
  * variable (declared by the first store into it).
  */
 type Place =
-  | { kind: 'global'; slot: number; index: string; dtype: DType; lanes?: readonly number[] }
+  | {
+      kind: 'global';
+      slot: number;
+      index: string;
+      dtype: DType;
+      lanes?: readonly number[];
+      aligned?: boolean;
+    }
   | { kind: 'reg'; acc: UOp };
+
+/** Whether index expression u is provably a multiple of k (by its shape: constants, sums and products). */
+function multipleOf(u: UOp, k: number): boolean {
+  if (u.op === Ops.CONST) return Number(u.constValue) % k === 0;
+  if (u.op === Ops.MUL) return u.src.some((s) => multipleOf(s, k));
+  if (u.op === Ops.ADD || u.op === Ops.SUB) return u.src.every((s) => multipleOf(s, k));
+  return false;
+}
 
 const isVector = (u: UOp) => u.shape !== null && u.shape.length === 1;
 const vconst = (u: UOp) => (u.arg as ArgOf<Ops.VCONST>).values.map(Number);
@@ -91,7 +108,7 @@ export function render(lang: Language, name: string, linear: UOp): string {
   const readPlace = (p: Place): string => {
     if (p.kind === 'reg') return ref(p.acc);
     if (p.lanes === undefined) return lang.read(p.slot, p.index, p.dtype);
-    if (consecutive(p.lanes)) return vec().read(p.slot, p.index, p.dtype, p.lanes.length);
+    if (consecutive(p.lanes)) return vec().read(p.slot, p.index, p.dtype, p.lanes.length, p.aligned === true);
     return vec().of(
       p.dtype,
       p.lanes.map((o) => lang.read(p.slot, at(p.index, o), p.dtype)),
@@ -99,7 +116,8 @@ export function render(lang: Language, name: string, linear: UOp): string {
   };
   const writePlace = (p: Place & { kind: 'global' }, value: string): string => {
     if (p.lanes === undefined) return lang.write(p.slot, p.index, value, p.dtype);
-    if (consecutive(p.lanes)) return vec().write(p.slot, p.index, value, p.dtype, p.lanes.length);
+    if (consecutive(p.lanes))
+      return vec().write(p.slot, p.index, value, p.dtype, p.lanes.length, p.aligned === true);
     return `{ ${p.lanes.map((o, j) => lang.write(p.slot, at(p.index, o), vec().lane(value, j), p.dtype)).join(' ')} }`;
   };
   /** A scalar operand spread over the lanes of a vector. */
@@ -142,15 +160,18 @@ export function render(lang: Language, name: string, linear: UOp): string {
         const i = u.src[1]!;
         if (a.addrspace === AddrSpace.REG) places.set(u, { kind: 'reg', acc: buf });
         // a vector address is base + VCONST(offsets) (src/codegen/vectors.ts)
-        else if (isVector(i))
+        else if (isVector(i)) {
+          const lanes = vconst(i.src[1]!);
+          const bytes = lanes.length * a.dtype.itemsize;
           places.set(u, {
             kind: 'global',
             slot: a.slot as number,
             index: ref(i.src[0]!),
             dtype: a.dtype,
-            lanes: vconst(i.src[1]!),
+            lanes,
+            aligned: bytes <= vec().alignment && multipleOf(i.src[0]!, lanes.length),
           });
-        else places.set(u, { kind: 'global', slot: a.slot as number, index: ref(i), dtype: a.dtype });
+        } else places.set(u, { kind: 'global', slot: a.slot as number, index: ref(i), dtype: a.dtype });
         continue;
       }
       case Ops.LOAD: {

@@ -5,6 +5,7 @@ import { availableParallelism, cpus, platform, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { LibraryHandle } from 'koffi';
 import { ContextVar, sha256 } from '../helpers.ts';
+import { C_BUFFER_ALIGN } from '../renderer/c.ts';
 import { HostAllocator, type HostMemory } from './allocator.ts';
 import { Backend, checkBuffers, type KernelSource, type Program, secondsSince } from './backend.ts';
 import type { DeviceBuffer } from './buffer.ts';
@@ -25,8 +26,8 @@ let avx512: boolean | undefined;
 /** Threads of a THREAD loop; 0: one per core. Ignored (1) when the compiler has no OpenMP. */
 export const THREADS = new ContextVar('THREADS', 0);
 
-/** Buffers are 64-byte aligned (a cache line; enough for any vector load). */
-export const CPU_ALIGN = 64;
+/** Buffers are aligned as generated C assumes (a cache line; enough for any vector load). */
+export const CPU_ALIGN = C_BUFFER_ALIGN;
 
 export class CPUBackend extends Backend {
   // loaded libraries by content key; dlopen of the same path again would return the same handle anyway

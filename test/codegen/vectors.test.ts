@@ -150,3 +150,17 @@ describe('vector lanes (C)', () => {
     expect(out).toEqual(run(k, []).out);
   });
 });
+
+describe('aligned vector moves (C)', () => {
+  it('are marked where the address is a multiple of the lanes, and not where it is off by one', () => {
+    const x = new Tensor(fill(40, dtypes.float32, 1), { device: 'CPU' });
+    // out[i] = 2 * x[i + 1]: the store starts at multiples of 8, the load one element later
+    const k = kernelOf(x.shrink([[1, 33]]).mul(2));
+    const { out, source } = run(k, [{ op: 'SPLIT', axis: 0, factor: 8, target: AxisType.UPCAST }]);
+    const moves = source.split('\n').filter((l) => l.includes('__builtin_memcpy') && l.includes('v_'));
+    expect(moves).toHaveLength(2);
+    expect(moves.find((l) => l.includes('data0'))).toContain('__builtin_assume_aligned(data0+');
+    expect(moves.find((l) => l.includes('data1'))).not.toContain('__builtin_assume_aligned');
+    expect(out).toEqual(run(k, []).out);
+  });
+});
