@@ -168,3 +168,22 @@ describe('conv2d 3x3, padding 1, on the CPU', () => {
     expect(run()).toEqual(Context.with({ NOOPT: 1 }, run));
   });
 });
+
+describe('THREAD splits of odd outer axes', () => {
+  it('take the next axis when the outer one does not divide among the threads, if it repeats few regions', () => {
+    const odd = scheduleOf([tensor([3, 256, 256]).add(1)]).kernels[0]!.ast;
+    expect(optsOf(odd, target())[0]).toEqual(split(1, 2, THREAD, true));
+    // 17 outer iterations would enter the parallel region too often
+    const many = scheduleOf([tensor([17, 17, 256]).add(1)]).kernels[0]!.ast;
+    expect(optsOf(many, target()).some((o) => o.op === 'SPLIT' && o.target === THREAD)).toBe(false);
+  });
+
+  it('compute the same values inside an outer loop', () => {
+    const x = new Tensor(
+      Float32Array.from({ length: 3 * 256 * 128 }, (_, i) => (i % 11) - 5),
+      { device: 'CPU' },
+    ).reshape([3, 256, 128]);
+    const run = () => x.mul(x).sum(2).tolist();
+    expect(run()).toEqual(Context.with({ NOOPT: 1 }, run));
+  });
+});

@@ -157,20 +157,27 @@ function unrollLanes(ast: UOp): Opt[] {
   return steps % UNROLL_BY === 0 && steps >= UNROLL_FROM ? [split, { ...split, factor: UNROLL_BY }] : [split];
 }
 
-/** The outermost axis split among the threads, when the kernel is big enough to pay for them. */
+/** Loops outside a THREAD loop may repeat its parallel region at most this often (each costs microseconds). */
+const MAX_REGIONS = 16;
+
+/**
+ * The outermost loop axis that divides among the threads split so, when the kernel is big enough to pay for
+ * them (a batch of 3 on 2 threads: the next axis, its parallel region entered 3 times).
+ */
 function threads(ast: UOp, target: Target): Opt[] {
   const ranges = kernelRanges(ast);
   const work = ranges.reduce((n, r) => n * (constSize(r) ?? 1), 1);
-  const outer = ranges[0];
-  if (target.threads < 2 || work < THREAD_FROM || outer === undefined || !isLoop(outer)) return [];
-  const n = constSize(outer);
-  const factor =
-    n &&
-    dividing(
-      n,
-      Array.from({ length: target.threads - 1 }, (_, i) => target.threads - i),
-    );
-  return factor ? [{ op: 'SPLIT', axis: 0, factor, target: AxisType.THREAD, top: true }] : [];
+  if (target.threads < 2 || work < THREAD_FROM) return [];
+  const counts = Array.from({ length: target.threads - 1 }, (_, i) => target.threads - i);
+  let regions = 1;
+  for (const [axis, r] of ranges.entries()) {
+    const n = constSize(r);
+    if (!isLoop(r) || n === undefined || regions > MAX_REGIONS) return [];
+    const factor = dividing(n, counts);
+    if (factor !== undefined) return [{ op: 'SPLIT', axis, factor, target: AxisType.THREAD, top: true }];
+    regions *= n;
+  }
+  return [];
 }
 
 /** Plain reduce loops unrolled by UNROLL_BY (scalar copies whose sum overlaps the next step's). */
