@@ -13,15 +13,21 @@ export function rand(shape: number[], device: string): Tensor {
   return new Tensor(data, { device }).reshape(shape);
 }
 
-/** Best seconds over a few runs of fn (the first run compiles, or searches under BEAM, and is not counted). */
-export function best(fn: () => Tensor, runs = 3): number {
-  fn().realize();
+/**
+ * Best seconds over a few runs of fn (the first run compiles, or searches under BEAM, and is not counted).
+ * Each run's output is disposed, so the next run reuses its memory as numpy's malloc reuses a freed block;
+ * `fresh: true` keeps them, and every run writes into new memory and pays its page faults.
+ */
+export function best(fn: () => Tensor, runs = 3, { fresh = false } = {}): number {
+  const outs = [fn().realize()];
   let t = Infinity;
   for (let i = 0; i < runs; i++) {
+    if (!fresh) outs.pop()?.dispose();
     const out = fn();
     const t0 = performance.now();
     out.realize();
     t = Math.min(t, (performance.now() - t0) / 1000);
+    outs.push(out);
   }
   return t;
 }

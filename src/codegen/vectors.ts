@@ -19,6 +19,8 @@ const VECTOR_DTYPES: ReadonlySet<DType> = new Set([
   dtypes.uint64,
 ]);
 
+export const vectorDtype = (d: DType) => VECTOR_DTYPES.has(d);
+
 const isVector = (u: UOp) => u.shape !== null && u.shape.length === 1;
 const lanesOf = (u: UOp) => (u.arg as ArgOf<Ops.VCONST>).values.map(Number);
 

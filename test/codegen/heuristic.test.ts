@@ -86,8 +86,46 @@ describe('matmul 256x256x256 on the CPU', () => {
     });
   });
 
-  it('the panel copy gets the THREAD split and no tile (it multiplies nothing)', () => {
-    expect(optsOf(pack, target())).toEqual([split(0, 2, THREAD, true)]);
+  it('the panel copy gets the THREAD split and its 16 columns as vector lanes, no tile (it multiplies nothing)', () => {
+    // (2 threads, 8 panels, 256 rows, 16 columns): contiguous on both sides along the columns
+    expect(optsOf(pack, target())).toEqual([split(0, 2, THREAD, true), split(3, 16, UPCAST)]);
+  });
+});
+
+describe('loop order of matmul tiles', () => {
+  const product = (m: number, k: number, n: number) =>
+    scheduleOf([tensor([m, k]).matmul(tensor([k, n]))]).kernels.find((x) => hasReduce(x.ast))!.ast;
+  const swaps = (ast: UOp, t: Target) => optsOf(ast, t).filter((o) => o.op === 'SWAP');
+
+  it('puts the row blocks inside the column blocks when the right operand outgrows the cache', () => {
+    // 1024x1024x1024: (2 threads, 64 row blocks, 8 rows, 32 column blocks, 2 x 16 columns | 1024); the
+    // 8x32 tile is wider than tall, so the column block of the right operand stays while every row block uses it
+    expect(swaps(product(1024, 1024, 1024), target({ registers: 512 }))).toEqual([
+      { op: 'SWAP', axis: 1, other: 3 },
+    ]);
+    expect(swaps(product(1024, 1024, 1024), target())).toEqual([{ op: 'SWAP', axis: 1, other: 3 }]);
+  });
+
+  it('keeps the rows outside when the right operand fits in cache (all of it is reused from there)', () => {
+    expect(swaps(product(4096, 576, 64), target({ registers: 512 }))).toEqual([]); // a conv's im2col size
+    expect(swaps(product(256, 256, 256), target({ registers: 512 }))).toEqual([]);
+  });
+
+  it('computes what the unoptimized kernel computes', () => {
+    const a = new Tensor(
+      Float32Array.from({ length: 64 * 512 }, (_, i) => (i % 7) - 3),
+      { device: 'CPU' },
+    );
+    const b = new Tensor(
+      Float32Array.from({ length: 512 * 1024 }, (_, i) => (i % 5) - 2),
+      { device: 'CPU' },
+    );
+    const run = () =>
+      a
+        .reshape([64, 512])
+        .matmul(b.reshape([512, 1024]))
+        .tolist();
+    expect(run()).toEqual(Context.with({ NOOPT: 1 }, run));
   });
 });
 

@@ -34,7 +34,7 @@ describe('stride', () => {
   });
 
   // the doc promises the step for any index affine in r, and one that does not read r is (step 0); the one
-  // caller (reduceLanes) only asks about loads that read r, so nothing depends on this yet
+  // caller (outputLanes) only asks about loads that read r, so nothing depends on this yet
   it('is 0 for an index that does not read r', () => {
     expect(stride(q.mul(7).add(p), r)).toBe(0);
   });
