@@ -15,14 +15,15 @@ export function rand(shape: number[], device: string): Tensor {
 
 /**
  * Best seconds over a few runs of fn (the first run compiles, or searches under BEAM, and is not counted).
- * Each run's output is disposed, so the next run reuses its memory as numpy's malloc reuses a freed block;
- * `fresh: true` keeps them, and every run writes into new memory and pays its page faults.
+ * Each run's output is disposed, so the next run reuses its memory as numpy's malloc reuses a freed block.
+ * `keep: true` keeps them: for outputs that must live on (an assign's target), and to time runs that write
+ * into new memory and pay its page faults.
  */
-export function best(fn: () => Tensor, runs = 3, { fresh = false } = {}): number {
+export function best(fn: () => Tensor, runs = 3, { keep = false } = {}): number {
   const outs = [fn().realize()];
   let t = Infinity;
   for (let i = 0; i < runs; i++) {
-    if (!fresh) outs.pop()?.dispose();
+    if (!keep) outs.pop()?.dispose();
     const out = fn();
     const t0 = performance.now();
     out.realize();
