@@ -70,7 +70,7 @@ function hiLo(v: bigint, bits: number): Pair {
 
 const factorial = (n: number): number => (n <= 1 ? 1 : n * factorial(n - 1));
 /** 2^f = sum (f ln2)^n / n!, n = 0..degree. */
-const exp2Series = (degree: number) =>
+export const exp2Series = (degree: number) =>
   Array.from({ length: degree + 1 }, (_, n) => Math.LN2 ** n / factorial(n));
 /** sin r = r + r^3 * S(r^2): S's coefficients (-1)^k / (2k+1)!, k = 1..terms. */
 const sinSeries = (terms: number) =>

@@ -1,4 +1,6 @@
 // C for the CPU backend: one function per kernel, compiled by the system compiler.
+
+import { exp2Series } from '../codegen/decompose.ts';
 import { type DType, dtypes } from '../dtype.ts';
 import { Ops, opName } from '../uop/ops.ts';
 import type { UOp } from '../uop/uop.ts';
@@ -60,8 +62,16 @@ const address = (slot: number, index: string, aligned: boolean, type: string) =>
 /** The unsigned type of the same width (shifts of negative values are defined there). */
 const UNSIGNED: Record<string, string> = { int: 'unsigned int', 'long long': 'unsigned long long' };
 
-/** Ops whose C operators work on vectors lane by lane (the rest are written out per lane; DIV is float only). */
-const VECTOR_OPERATORS: ReadonlySet<Ops> = new Set([Ops.ADD, Ops.SUB, Ops.MUL, Ops.DIV, Ops.NEG, Ops.MULACC]);
+/** Ops whose C operators work on vectors lane by lane (DIV and RECIP are float only). */
+const VECTOR_OPERATORS: ReadonlySet<Ops> = new Set([
+  Ops.ADD,
+  Ops.SUB,
+  Ops.MUL,
+  Ops.DIV,
+  Ops.NEG,
+  Ops.MULACC,
+  Ops.RECIP,
+]);
 
 function cLanguage(indexType: string): Language {
   /** Vector typedefs the kernel uses, by name. */
@@ -75,6 +85,20 @@ function cLanguage(indexType: string): Language {
     return name;
   };
   const lanesOf = (u: UOp) => (u.shape !== null && u.shape.length === 1 ? Number(u.shape[0]) : 1);
+  /** Vector functions the kernel uses (MAX, float EXP2: see vectorHelper), by name, after the typedefs. */
+  const helpers = new Map<string, string>();
+  /** The name of a vector function computing u, defined on first use; undefined: u is computed per lane. */
+  const vectorHelper = (u: UOp): string | undefined => {
+    const lanes = lanesOf(u);
+    if (u.op === Ops.EXP2 && u.dtype !== dtypes.float32) return undefined;
+    if (u.op !== Ops.MAX && u.op !== Ops.EXP2) return undefined;
+    const t = vectorType(u.dtype, lanes);
+    const name = `tg_${u.op === Ops.MAX ? 'max' : 'exp2'}_${t}`;
+    const mask = vectorType(u.dtype.itemsize === 8 ? dtypes.int64 : dtypes.int32, lanes);
+    if (!helpers.has(name))
+      helpers.set(name, u.op === Ops.MAX ? vectorMax(name, t, mask) : vectorExp2(name, t, mask));
+    return name;
+  };
   const type = (d: DType): string => {
     if (d === dtypes.index) return indexType;
     const t = C_TYPES.get(d);
@@ -155,7 +179,7 @@ function cLanguage(indexType: string): Language {
       case Ops.SQRT:
         return `${fn('sqrt', d)}(${a[0]})`;
       case Ops.EXP2:
-        return `${fn('exp2', d)}(${a[0]})`;
+        return d === dtypes.float64 ? `exp2(${a[0]})` : `tg_exp2f(${a[0]})`;
       case Ops.LOG2:
         return `${fn('log2', d)}(${a[0]})`;
       case Ops.SIN:
@@ -177,6 +201,11 @@ function cLanguage(indexType: string): Language {
     if (u.op === Ops.CAST && lanesOf(u.src[0]!) > 1)
       return `__builtin_convertvector(${a[0]}, ${vectorType(u.dtype, lanesOf(u))})`;
     const lanes = lanesOf(u);
+    const helper = vectorHelper(u);
+    // a scalar operand is spread over the lanes: a vector of zeros plus it
+    const spread = (x: string, i: number) =>
+      lanesOf(u.src[i]!) > 1 ? x : `((${vectorType(u.dtype, lanes)}){} + ${x})`;
+    if (helper !== undefined) return `${helper}(${a.map(spread).join(', ')})`;
     const parts = Array.from({ length: lanes }, (_, j) =>
       expr(
         u,
@@ -191,7 +220,7 @@ function cLanguage(indexType: string): Language {
       const args = params.map(
         (p) => `${p.written ? '' : 'const '}${storage(p.dtype)}* restrict data${p.slot}`,
       );
-      const typedefs = [...vectorTypes.values()].map((t) => `${t}\n`).join('');
+      const typedefs = [...vectorTypes.values(), ...helpers.values()].map((t) => `${t}\n`).join('');
       return `${PRELUDE}\n${typedefs}void ${name}(${args.join(', ')}) {\n${body.join('\n')}\n}\n`;
     },
     constant: (v, d) => (d.isFloat ? floatLiteral(Number(v), d) : intLiteral(v, d, indexType)),
@@ -257,11 +286,48 @@ static inline unsigned short tg_float_to_bf16(float f) {
 }
 static inline float tg_bf16_round(float f) { return tg_bf16_to_float(tg_float_to_bf16(f)); }`;
 
+/** max(a, b) of vectors as the scalar MAX computes it (NaN in a gives NaN), one compare and a blend. */
+const vectorMax = (name: string, t: string, mask: string) => `static inline ${t} ${name}(${t} a, ${t} b) {
+  ${mask} k = (a > b) | (a != a);
+  return (${t})((k & (${mask})a) | (~k & (${mask})b));
+}`;
+
+// 2^x for floats as the decomposition builds it (src/codegen/decompose.ts): x clamped to where the result
+// is neither infinite nor zero, x = n + r with |r| <= 1/2, a Taylor series of 2^r, times 2^n in two halves
+// (so that a subnormal result rounds once); within 1 ulp, faster than libm's exp2f, and it vectorizes. The
+// vector form is the same arithmetic with masks for the branches: lanes and scalars agree bit for bit.
+const EXP2_SERIES = exp2Series(7).map((c) => floatLiteral(Math.fround(c), dtypes.float32));
+const exp2Horner = (zero: string) =>
+  EXP2_SERIES.slice(0, -1).reduceRight(
+    (acc, c) => `${acc}\n  p = p * r + ${c};`,
+    `p = ${zero}${EXP2_SERIES.at(-1)};`,
+  );
+const EXP2_HELPER = `
+static inline float tg_exp2f(float x) {
+  float c = x != x ? 0.0f : x < -151.0f ? -151.0f : x > 129.0f ? 129.0f : x;
+  float n = (c + 12582912.0f) - 12582912.0f, r = c - n, p;
+  ${exp2Horner('')}
+  int k = (int)n, h = k >> 1, b1 = (h + 127) << 23, b2 = (k - h + 127) << 23;
+  float s1, s2; __builtin_memcpy(&s1, &b1, sizeof s1); __builtin_memcpy(&s2, &b2, sizeof s2);
+  return x != x ? x : p * s1 * s2;
+}`;
+const vectorExp2 = (name: string, t: string, mask: string) => `static inline ${t} ${name}(${t} x) {
+  ${mask} nan = x != x, lo, hi;
+  ${t} c = (${t})(~nan & (${mask})x);
+  lo = c < -151.0f; c = (${t})((lo & (${mask})((${t}){} - 151.0f)) | (~lo & (${mask})c));
+  hi = c > 129.0f; c = (${t})((hi & (${mask})((${t}){} + 129.0f)) | (~hi & (${mask})c));
+  ${t} n = (c + 12582912.0f) - 12582912.0f, r = c - n, p;
+  ${exp2Horner(`(${t}){} + `)}
+  ${mask} k = __builtin_convertvector(n, ${mask}), h = k >> 1;
+  ${t} s1 = (${t})((h + 127) << 23), s2 = (${t})((k - h + 127) << 23);
+  return (${t})((nan & (${mask})x) | (~nan & (${mask})(p * s1 * s2)));
+}`;
+
 const PRELUDE = `#include <math.h>${signedHelpers(['int', 'int', 'unsigned int'])}${signedHelpers([
   'll',
   'long long',
   'unsigned long long',
-])}${unsignedHelpers(['uint', 'unsigned int'])}${unsignedHelpers(['ull', 'unsigned long long'])}${BF16_HELPERS}`;
+])}${unsignedHelpers(['uint', 'unsigned int'])}${unsignedHelpers(['ull', 'unsigned long long'])}${BF16_HELPERS}${EXP2_HELPER}`;
 
 /** A kernel's C source. */
 export function renderC(name: string, linear: UOp): string {

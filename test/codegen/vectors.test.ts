@@ -30,12 +30,19 @@ function fill(size: number, dtype: DType, slot: number) {
   return Float32Array.from(data);
 }
 
-/** Lowers the kernel with opts for the C target, runs it on the CPU, returns the output and the source. */
-function run(k: { ast: UOp; bufs: UOp[] }, opts: readonly Opt[]): { out: number[]; source: string } {
+/**
+ * Lowers the kernel with opts for the C target, runs it on the CPU (inputs from `inputs`, by slot from 1, or
+ * small integers), returns the output and the source.
+ */
+function run(
+  k: { ast: UOp; bufs: UOp[] },
+  opts: readonly Opt[],
+  inputs: Float32Array[] = [],
+): { out: number[]; source: string } {
   const { name, linear } = lowerKernel(k.ast, { opts, target: { ...CPU_TARGET, vectors: true } });
   const bufs = k.bufs.map((b, slot) => {
     const size = (b.shape as number[]).reduce((a, d) => a * d, 1);
-    return new DeviceBuffer(cpu, size, b.dtype).copyin(fill(size, b.dtype, slot));
+    return new DeviceBuffer(cpu, size, b.dtype).copyin(inputs[slot - 1] ?? fill(size, b.dtype, slot));
   });
   const source = renderC(name, linear);
   cpu.compile(name, source).run(bufs);
@@ -162,5 +169,47 @@ describe('aligned vector moves (C)', () => {
     expect(moves.find((l) => l.includes('data0'))).toContain('__builtin_assume_aligned(data0+');
     expect(moves.find((l) => l.includes('data1'))).not.toContain('__builtin_assume_aligned');
     expect(out).toEqual(run(k, []).out);
+  });
+});
+
+describe('vector functions (C)', () => {
+  const lanes: Opt[] = [{ op: 'SPLIT', axis: 0, factor: 16, target: AxisType.UPCAST }];
+  const input = (values: number[]) => new Tensor(Float32Array.from(values), { device: 'CPU' });
+  const bits = (out: number[]) => Array.from(new Uint32Array(Float32Array.from(out).buffer));
+
+  it('exp2 of float vectors: the scalar function bit for bit, within 1 ulp, infinities and NaN kept', () => {
+    const specials = [0, -0, 1, -1, 0.5, -0.5, 127.99, 128, 129, 1e9, Infinity, -126, -126.5, -149, -149.5];
+    const more = [-150, -151, -1e9, -Infinity, Number.NaN, 1e-30, -1e-30];
+    const sweep = Array.from({ length: 4096 - 22 }, (_, i) => -160 + (i * 300) / 4074 + Math.sin(i) * 1e-3);
+    const values = Float32Array.from([...specials, ...more, ...sweep]);
+    const k = kernelOf(input([...values]).exp2());
+    const vector = run(k, lanes, [values]);
+    expect(vector.source).toContain('tg_exp2_tg_float16(');
+    expect(bits(vector.out)).toEqual(bits(run(k, [], [values]).out));
+    const f32 = new Float32Array(1);
+    const ulp = (x: number) => {
+      f32[0] = Math.abs(x);
+      const u = new Uint32Array(f32.buffer);
+      u[0]! += 1;
+      return f32[0]! - Math.abs(x) || 2 ** -149;
+    };
+    vector.out.forEach((y, i) => {
+      const want = Math.fround(2 ** values[i]!);
+      if (!Number.isFinite(want)) expect(y).toBe(want);
+      else expect(Math.abs(y - 2 ** values[i]!)).toBeLessThanOrEqual(ulp(want));
+    });
+  });
+
+  it('max of vectors: NaN in either operand gives NaN, as the scalar MAX', () => {
+    const x = [Number.NaN, 1, -Infinity, 2, 0, -0, 3, Number.NaN, 5, -5, Infinity, 7, 8, 9, 10, 11];
+    const y = [1, Number.NaN, -Infinity, 1, -0, 0, 4, Number.NaN, -5, 5, 1, 6, 9, 8, 11, 10];
+    const k = kernelOf(input(x).maximum(input(y)));
+    const data = [Float32Array.from(x), Float32Array.from(y)];
+    const vector = run(k, lanes, data);
+    expect(vector.source).toMatch(/tg_max_tg_float16\(val\d+, val\d+\)/);
+    expect(bits(vector.out)).toEqual(bits(run(k, [], data).out));
+    expect(
+      vector.out.map((v, i) => Number.isNaN(v) === (Number.isNaN(x[i]!) || Number.isNaN(y[i]!))),
+    ).toEqual(x.map(() => true));
   });
 });

@@ -162,8 +162,18 @@ function rowsInnermost(ast: UOp, vectorLoad: UOp): Opt[] {
   return opts;
 }
 
-/** Ops C computes on whole vectors: a kernel of only these (and loads, stores) gains from lanes it is given. */
-const VECTOR_ARITHMETIC: ReadonlySet<Ops> = new Set([Ops.ADD, Ops.SUB, Ops.MUL, Ops.NEG, Ops.MULACC]);
+/** Ops the C renderer computes on whole vectors: a kernel of only these (and loads, stores) gains from lanes. */
+const VECTOR_ARITHMETIC: ReadonlySet<Ops> = new Set([
+  Ops.ADD,
+  Ops.SUB,
+  Ops.MUL,
+  Ops.NEG,
+  Ops.MULACC,
+  Ops.DIV,
+  Ops.RECIP,
+  Ops.MAX,
+  Ops.EXP2,
+]);
 
 /** Whether every value of an elementwise kernel is plain arithmetic on a vector type. */
 const plainArithmetic = (ast: UOp) =>
