@@ -17,13 +17,13 @@ const C_TYPES = new Map<DType, string>([
   [dtypes.uint16, 'unsigned short'],
   [dtypes.uint32, 'unsigned int'],
   [dtypes.uint64, 'unsigned long long'],
-  [dtypes.float16, '_Float16'],
+  [dtypes.float16, 'tg_half'],
   [dtypes.bfloat16, 'float'],
   [dtypes.float32, 'float'],
   [dtypes.float64, 'double'],
 ]);
 
-/** float functions take an f suffix, double ones none; _Float16 and bfloat16 compute through float. */
+/** float functions take an f suffix, double ones none; float16 and bfloat16 compute through float. */
 const mathSuffix = (d: DType) => (d === dtypes.float64 ? '' : 'f');
 
 function floatLiteral(v: number, d: DType): string {
@@ -323,7 +323,16 @@ const vectorExp2 = (name: string, t: string, mask: string) => `static inline ${t
   return (${t})((nan & (${mask})x) | (~nan & (${mask})(p * s1 * s2)));
 }`;
 
-const PRELUDE = `#include <math.h>${signedHelpers(['int', 'int', 'unsigned int'])}${signedHelpers([
+// float16 is _Float16 where the compiler has it (gcc 12+, clang 15+ on x86), else clang's __fp16, which is
+// only stored: its arithmetic runs in float and rounds when assigned, as _Float16's does without native halves
+const HALF = `
+#ifdef __FLT16_MAX__
+typedef _Float16 tg_half;
+#else
+typedef __fp16 tg_half;
+#endif`;
+
+const PRELUDE = `#include <math.h>${HALF}${signedHelpers(['int', 'int', 'unsigned int'])}${signedHelpers([
   'll',
   'long long',
   'unsigned long long',

@@ -5,7 +5,7 @@ import { availableParallelism } from 'node:os';
 import { ContextVar } from '../helpers.ts';
 import { numberedSource } from './backend.ts';
 
-/** The C compiler command (words split on spaces, as make does); empty: clang if found, else gcc. */
+/** The C compiler command (words split on spaces, as make does); empty: gcc or clang (see findCompiler). */
 export const CC = new ContextVar<string>('CC', '');
 
 // -O3: gcc at -O2 does not vectorize simple loops.
@@ -46,18 +46,32 @@ export const compileFlags = (cc: CCompiler): readonly string[] => [
 
 const found = new Map<string, CCompiler | Error>();
 
-/** The C compiler that CC names, else clang, else gcc; detected once per CC setting. Throws if none runs. */
+/**
+ * The C compiler that CC names, else the first of gcc and clang that builds OpenMP code, else the first that
+ * runs (clang without libomp would leave THREAD loops serial); detected once per CC setting. Throws if none
+ * runs.
+ */
 export function findCompiler(): CCompiler {
   const cc = CC.value.trim();
   let c = found.get(cc);
   if (c === undefined) {
-    const candidates = cc === '' ? [['clang'], ['gcc']] : [cc.split(/\s+/)];
-    c = candidates.map(probeVersion).find((x) => x !== undefined);
-    c ??= new Error(
-      cc === ''
-        ? 'CPU: no C compiler found: neither clang nor gcc runs; install one or set CC'
-        : `CPU: the C compiler CC=${cc} does not run (\`${cc} --version\` failed)`,
-    );
+    const candidates = cc === '' ? [['gcc'], ['clang']] : [cc.split(/\s+/)];
+    let first: CCompiler | undefined;
+    for (const argv of candidates) {
+      const x = probeVersion(argv);
+      first ??= x;
+      if (x?.openmp) {
+        c = x;
+        break;
+      }
+    }
+    c ??=
+      first ??
+      new Error(
+        cc === ''
+          ? 'CPU: no C compiler found: neither gcc nor clang runs; install one or set CC'
+          : `CPU: the C compiler CC=${cc} does not run (\`${cc} --version\` failed)`,
+      );
     found.set(cc, c);
   }
   if (c instanceof Error) throw c;

@@ -63,6 +63,18 @@ describe('THREAD axes on the CPU', () => {
     expect(compileFlags(findCompiler()).includes('-fopenmp')).toBe(openmp);
   });
 
+  it('without CC, a compiler that has OpenMP is chosen where gcc or clang has it', () => {
+    const probe = (cc: string) => {
+      try {
+        return Context.with({ CC: cc }, () => findCompiler()).openmp;
+      } catch {
+        return false; // not installed
+      }
+    };
+    // clang without libomp, found first, would leave every THREAD loop serial
+    expect(probe('')).toBe(probe('gcc') || probe('clang'));
+  });
+
   it.runIf(openmp)('an OpenMP loop in a CPU kernel runs on 2 threads', () => {
     const src = `#ifdef _OPENMP
 #include <omp.h>
