@@ -38,6 +38,7 @@ const targetOf = (backend: Backend): Target => ({
   threads: backend.threads(),
   vectors: backend.kind !== 'JS',
   registers: backend.registers(),
+  vectorBytes: backend.vectorBytes(),
 });
 
 /** What decides the opts a kernel gets on a device, for the program and plan caches' keys. */

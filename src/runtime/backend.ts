@@ -37,6 +37,11 @@ export abstract class Backend {
     return 128;
   }
 
+  /** Bytes of one vector register: the widest vector worth rendering (wider ones are split, and spill). */
+  vectorBytes(): number {
+    return 32;
+  }
+
   /** Compiles several kernels (a device may run its compiler on several at once); a failure is its Error. */
   compileMany(kernels: readonly KernelSource[]): (Program | Error)[] {
     return kernels.map(({ name, source }) => {

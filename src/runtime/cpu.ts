@@ -1,7 +1,7 @@
 // The CPU device: C kernels built by the system compiler, cached on disk, loaded through koffi, run on host memory.
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { createRequire } from 'node:module';
-import { availableParallelism, cpus, platform, tmpdir } from 'node:os';
+import { arch, availableParallelism, cpus, platform, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { LibraryHandle } from 'koffi';
 import { ContextVar, sha256 } from '../helpers.ts';
@@ -21,7 +21,26 @@ function koffi(): Koffi {
 
 // -march=native makes code for this host's processor: a cache shared between machines must not mix them
 let hostCpu: string | undefined;
-let avx512: boolean | undefined;
+
+/** Vector registers by the flag /proc/cpuinfo lists for them, widest first; with none, plain SSE's 16 of 16 bytes. */
+const VECTOR_UNITS = [
+  { flag: 'avx512f', count: 32, bytes: 64 },
+  { flag: 'avx2', count: 16, bytes: 32 },
+  { flag: 'asimd', count: 32, bytes: 16 }, // arm64's NEON
+] as const;
+let vectorUnit: { count: number; bytes: number } | undefined;
+
+/** The host's vector registers; without /proc/cpuinfo (macOS), NEON on arm64, else AVX2. */
+function hostVectors(): { count: number; bytes: number } {
+  if (vectorUnit !== undefined) return vectorUnit;
+  if (platform() !== 'linux') return (vectorUnit = VECTOR_UNITS[arch() === 'arm64' ? 2 : 1]);
+  const flags = readFileSync('/proc/cpuinfo', 'utf8');
+  vectorUnit = VECTOR_UNITS.find((u) => new RegExp(`\\b${u.flag}\\b`).test(flags)) ?? {
+    count: 16,
+    bytes: 16,
+  };
+  return vectorUnit;
+}
 
 /** Threads of a THREAD loop; 0: one per core. Ignored (1) when the compiler has no OpenMP. */
 export const THREADS = new ContextVar('THREADS', 0);
@@ -41,10 +60,13 @@ export class CPUBackend extends Backend {
     return findCompiler().openmp ? THREADS.value || availableParallelism() : 1;
   }
 
-  // AVX-512 has 32 registers of 16 floats; AVX2 (and NEON) the default's 16 of 8 or 32 of 4
   override registers(): number {
-    avx512 ??= platform() === 'linux' && /\bavx512f\b/.test(readFileSync('/proc/cpuinfo', 'utf8'));
-    return avx512 ? 512 : super.registers();
+    const { count, bytes } = hostVectors();
+    return (count * bytes) / 4;
+  }
+
+  override vectorBytes(): number {
+    return hostVectors().bytes;
   }
 
   override compilerKey(): string {

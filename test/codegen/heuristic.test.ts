@@ -10,13 +10,17 @@ import { AxisType, Ops } from '../../src/uop/ops.ts';
 import type { UOp } from '../../src/uop/uop.ts';
 
 const { THREAD, UPCAST, UNROLL } = AxisType;
+/** An AVX2 machine by default: 16 vector registers of 32 bytes. */
 const target = (over: Partial<Target> = {}): Target => ({
   ...CPU_TARGET,
   vectors: true,
   threads: 2,
   registers: 128,
+  vectorBytes: 32,
   ...over,
 });
+/** 32 vector registers of 64 bytes. */
+const AVX512 = { registers: 512, vectorBytes: 64 };
 
 /** A realized float32 tensor of this shape on the CPU (zeros: only the kernels' structure matters here). */
 const tensor = (shape: number[]) =>
@@ -37,31 +41,40 @@ describe('matmul 256x256x256 on the CPU', () => {
     expect(kernels.filter((k) => hasReduce(k.ast))).toHaveLength(1);
   });
 
-  it('splits rows over 2 threads, then tiles 16 lanes of columns by 4 rows (128 registers)', () => {
+  it('splits rows over 2 threads, then tiles two vectors of columns by rows: AVX2 4 x 2 x 8, AVX-512 8 x 2 x 16', () => {
     // ranges after the THREAD split: (2 threads, 128 rows, 256 columns, 256 reduce)
     expect(optsOf(product, target())).toEqual([
       split(0, 2, THREAD, true),
-      split(2, 16, UPCAST),
+      split(2, 8, UPCAST),
+      split(2, 2, UPCAST),
       split(1, 4, UPCAST),
+    ]);
+    expect(optsOf(product, target(AVX512))).toEqual([
+      split(0, 2, THREAD, true),
+      split(2, 16, UPCAST),
+      split(2, 2, UPCAST),
+      split(1, 8, UPCAST),
     ]);
   });
 
-  it('takes rows from the register budget registers / 2, with two vectors of lanes when 8 rows of them fit', () => {
-    const tile = (registers: number) => optsOf(product, target({ registers })).slice(1);
-    expect(tile(64)).toEqual([split(2, 16, UPCAST), split(1, 2, UPCAST)]); // 32 / 16
-    expect(tile(128)).toEqual([split(2, 16, UPCAST), split(1, 4, UPCAST)]); // 64 / 16
-    expect(tile(512)).toEqual([split(2, 16, UPCAST), split(2, 2, UPCAST), split(1, 8, UPCAST)]); // 256 / 32
-    expect(tile(1024)).toEqual([split(2, 16, UPCAST), split(2, 2, UPCAST), split(1, 16, UPCAST)]); // 512 / 32
+  it('takes lanes from the vector width and rows from half the registers, two vectors where 4 rows of them fit', () => {
+    const tile = (registers: number, vectorBytes: number) =>
+      optsOf(product, target({ registers, vectorBytes })).slice(1);
+    expect(tile(64, 16)).toEqual([split(2, 4, UPCAST), split(2, 2, UPCAST), split(1, 4, UPCAST)]); // 32 / 8
+    expect(tile(1024, 64)).toEqual([split(2, 16, UPCAST), split(2, 2, UPCAST), split(1, 16, UPCAST)]); // 512 / 32
+    // no wider than a register: 512 values of 8-lane registers give 16 rows of 2 x 8, not 16-lane vectors
+    expect(tile(512, 32)).toEqual([split(2, 8, UPCAST), split(2, 2, UPCAST), split(1, 16, UPCAST)]);
     // 16 values: room for the lanes, not for a second row
-    expect(optsOf(product, target({ registers: 32 }))).toEqual([
-      split(0, 2, THREAD, true),
-      split(2, 16, UPCAST),
-    ]);
+    expect(tile(32, 64)).toEqual([split(2, 16, UPCAST)]);
   });
 
   it('with one thread: no THREAD split, the same tile on the unsplit axes', () => {
-    expect(optsOf(product, target({ threads: 1 }))).toEqual([split(1, 16, UPCAST), split(0, 4, UPCAST)]);
-    expect(optsOf(product, target({ threads: 1, registers: 512 }))).toEqual([
+    expect(optsOf(product, target({ threads: 1 }))).toEqual([
+      split(1, 8, UPCAST),
+      split(1, 2, UPCAST),
+      split(0, 4, UPCAST),
+    ]);
+    expect(optsOf(product, target({ threads: 1, ...AVX512 }))).toEqual([
       split(1, 16, UPCAST),
       split(1, 2, UPCAST),
       split(0, 8, UPCAST),
@@ -88,7 +101,8 @@ describe('matmul 256x256x256 on the CPU', () => {
 
   it('the panel copy gets the THREAD split and its 16 columns as vector lanes, no tile (it multiplies nothing)', () => {
     // (2 threads, 8 panels, 256 rows, 16 columns): contiguous on both sides along the columns
-    expect(optsOf(pack, target())).toEqual([split(0, 2, THREAD, true), split(3, 16, UPCAST)]);
+    expect(optsOf(pack, target(AVX512))).toEqual([split(0, 2, THREAD, true), split(3, 16, UPCAST)]);
+    expect(optsOf(pack, target())).toEqual([split(0, 2, THREAD, true), split(3, 8, UPCAST)]);
   });
 });
 
@@ -100,15 +114,13 @@ describe('loop order of matmul tiles', () => {
   it('puts the row blocks inside the column blocks when the right operand outgrows the cache', () => {
     // 1024x1024x1024: (2 threads, 64 row blocks, 8 rows, 32 column blocks, 2 x 16 columns | 1024); the
     // 8x32 tile is wider than tall, so the column block of the right operand stays while every row block uses it
-    expect(swaps(product(1024, 1024, 1024), target({ registers: 512 }))).toEqual([
-      { op: 'SWAP', axis: 1, other: 3 },
-    ]);
+    expect(swaps(product(1024, 1024, 1024), target(AVX512))).toEqual([{ op: 'SWAP', axis: 1, other: 3 }]);
     expect(swaps(product(1024, 1024, 1024), target())).toEqual([{ op: 'SWAP', axis: 1, other: 3 }]);
   });
 
   it('keeps the rows outside when the right operand fits in cache (all of it is reused from there)', () => {
-    expect(swaps(product(4096, 576, 64), target({ registers: 512 }))).toEqual([]); // a conv's im2col size
-    expect(swaps(product(256, 256, 256), target({ registers: 512 }))).toEqual([]);
+    expect(swaps(product(4096, 576, 64), target(AVX512))).toEqual([]); // a conv's im2col size
+    expect(swaps(product(256, 256, 256), target(AVX512))).toEqual([]);
   });
 
   it('computes what the unoptimized kernel computes', () => {
@@ -137,9 +149,14 @@ describe('split sum of 2^20 floats', () => {
     expect(kernels[0]!.bufs[0]!.shape).toEqual([256, 1, 16]);
   });
 
-  it('the first step gets THREAD and 16 vector lanes over the contiguous partial sums', () => {
+  it('the first step gets THREAD and vector lanes over the contiguous partial sums', () => {
     // ranges (256 parts, 16 lanes, 256 reduce) -> (2, 128, 16, 256) -> lanes UPCAST, reduce unrolled by 4
     expect(optsOf(kernels[0]!.ast, target())).toEqual([
+      split(0, 2, THREAD, true),
+      split(2, 8, UPCAST),
+      split(4, 4, UNROLL),
+    ]);
+    expect(optsOf(kernels[0]!.ast, target(AVX512))).toEqual([
       split(0, 2, THREAD, true),
       split(2, 16, UPCAST),
       split(4, 4, UNROLL),
@@ -179,7 +196,7 @@ describe('conv2d 3x3, padding 1, on the CPU', () => {
   it('tiles lanes of columns by rows of channels, unrolls the 3x3 window and pairs the rows it slides along', () => {
     // after the THREAD split of the batch: (2 threads, 1, 32 channels, 8 rows, 8 columns | 16, 3, 3); the
     // padding's wrapped addresses simplify under the load's gate, so the columns read contiguous lanes
-    expect(optsOf(conv, target({ registers: 512 }))).toEqual([
+    expect(optsOf(conv, target(AVX512))).toEqual([
       split(0, 2, THREAD, true),
       split(7, 3, UNROLL), // kw
       split(6, 3, UNROLL), // kh

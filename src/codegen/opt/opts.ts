@@ -34,6 +34,8 @@ export interface Target {
   vectors: boolean;
   /** 32-bit values the vector registers hold (16 AVX2 registers of 8: 128), for the size of register tiles. */
   registers: number;
+  /** Bytes of one vector register (AVX2 32, AVX-512 64): wider vectors would be split into several, and spill. */
+  vectorBytes: number;
 }
 
 /** A CPU without vector types (the JS device): no local memory, no tensor cores. Devices set their thread count. */
@@ -44,6 +46,7 @@ export const CPU_TARGET: Target = {
   threads: 8,
   vectors: false,
   registers: 128,
+  vectorBytes: 32,
 };
 
 export function printOpt(o: Opt): string {
