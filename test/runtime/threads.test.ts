@@ -121,8 +121,10 @@ describe('THREADS', () => {
     const two = sumWith(2);
     const one = sumWith(1);
     expect(one.out).toEqual(two.out);
-    // rows of 256 summed in 16 lanes, 4 vectors a step
-    expect(one.names).toEqual(['r_512_4_4_16']);
-    expect(two.names).toEqual([openmp ? 'r_2_256_4_4_16' : 'r_512_4_4_16']);
+    // rows of 256 summed in vectors as wide as a register (16 floats on AVX-512, 8 on AVX2), 4 a step
+    const lanes = cpu.vectorBytes() / 4;
+    const loop = `${256 / lanes / 4}_4_${lanes}`;
+    expect(one.names).toEqual([`r_512_${loop}`]);
+    expect(two.names).toEqual([openmp ? `r_2_256_${loop}` : `r_512_${loop}`]);
   });
 });
