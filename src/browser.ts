@@ -3,6 +3,7 @@ export {
   AddrSpace,
   type ConstValue,
   DType,
+  type DTypeLike,
   dtypes,
   PtrDType,
   promote,

@@ -143,6 +143,26 @@ export const dtypes = {
 export type ScalarName = keyof typeof dtypes;
 export const scalarDTypes: readonly DType[] = Object.values(dtypes);
 
+/** A dtype as the Tensor API takes it: the DType or its name ('float32', 'int64', ...). */
+export type DTypeLike = DType | Exclude<ScalarName, 'void' | 'index'>;
+
+const valueDTypes = new Map<string, DType>(
+  Object.values(dtypes)
+    .filter((d) => d !== dtypes.void && d !== dtypes.index)
+    .map((d) => [d.name, d]),
+);
+
+/** The DType a DTypeLike names; anything else throws, naming `op` and the valid names. */
+export function toDType(op: string, d: DTypeLike): DType {
+  if (d instanceof DType) return d;
+  const found = typeof d === 'string' ? valueDTypes.get(d) : undefined;
+  if (found !== undefined) return found;
+  const given = typeof d === 'string' ? `'${d}'` : String(d);
+  throw new Error(
+    `${op}: unknown dtype ${given}; give a DType or one of ${[...valueDTypes.keys()].join(', ')}`,
+  );
+}
+
 export function dtypeByName(name: string): DType {
   const d = (dtypes as Record<string, DType>)[name];
   if (d === undefined)

@@ -2,7 +2,7 @@
 import { type ConstValue, type DType, dtypes } from '../dtype.ts';
 import { Device } from '../runtime/device.ts';
 import { newBuffer } from '../schedule/rangeify.ts';
-import { marksResult, Tensor, type TensorOptions } from './tensor.ts';
+import { dtypeOption, marksResult, Tensor, type TensorOptions } from './tensor.ts';
 
 // Statics join the class through namespace merging, so `Tensor.eye` is typed wherever Tensor is imported.
 declare module './tensor.ts' {
@@ -34,12 +34,14 @@ function checkCount(op: string, name: string, n: number): void {
 function empty(shape: readonly number[], opts: TensorOptions = {}): Tensor {
   checkSizes('Tensor.empty', shape);
   const device = Device.canonicalize(opts.device ?? Device.default);
-  return new Tensor(newBuffer(shape, opts.dtype ?? dtypes.float32, device), { device });
+  return new Tensor(newBuffer(shape, dtypeOption('Tensor.empty', opts) ?? dtypes.float32, device), {
+    device,
+  });
 }
 
 function linspace(start: number, stop: number, steps: number, opts: TensorOptions = {}): Tensor {
   checkCount('Tensor.linspace', 'steps', steps);
-  const dtype = opts.dtype ?? dtypes.float32;
+  const dtype = dtypeOption('Tensor.linspace', opts) ?? dtypes.float32;
   if (steps <= 1) return Tensor.full([steps], start, { ...opts, dtype });
   // computed in a float, from start over the first half and back from stop over the second, as PyTorch
   // does: both endpoints come out exact and the rounding is symmetric
@@ -60,7 +62,7 @@ function linspace(start: number, stop: number, steps: number, opts: TensorOption
 function eye(n: number, m = n, opts: TensorOptions = {}): Tensor {
   checkCount('Tensor.eye', 'n', n);
   checkCount('Tensor.eye', 'm', m);
-  const dtype = opts.dtype ?? dtypes.float32;
+  const dtype = dtypeOption('Tensor.eye', opts) ?? dtypes.float32;
   const k = Math.min(n, m);
   if (k === 0) return Tensor.full([n, m], 0, { ...opts, dtype });
   // movement only: a column of ones padded to rows of k + 1, read back k at a time, puts a one at every
@@ -80,7 +82,7 @@ function eye(n: number, m = n, opts: TensorOptions = {}): Tensor {
 }
 
 const like = (t: Tensor, value: ConstValue, opts: TensorOptions = {}) =>
-  Tensor.full(t.shape, value, { dtype: t.dtype, device: t.device, ...opts });
+  Tensor.full(t.shape, value, { ...opts, dtype: opts.dtype ?? t.dtype, device: opts.device ?? t.device });
 
 const statics: Pick<typeof Tensor, 'empty' | 'linspace' | 'eye' | 'zerosLike' | 'onesLike' | 'fullLike'> = {
   empty: marksResult(1, empty),

@@ -1,5 +1,5 @@
 // Elementwise ops beyond the core (trig, activations, rounding, bitwise, remainders, pow), built from primitives.
-import { type ConstValue, type DType, dtypes } from '../dtype.ts';
+import { type ConstValue, type DType, type DTypeLike, dtypes, toDType } from '../dtype.ts';
 import type { UOp } from '../uop/uop.ts';
 import { Tensor } from './tensor.ts';
 
@@ -52,7 +52,7 @@ declare module './tensor.ts' {
     pow(y: Tensor | ConstValue): Tensor;
     clamp(min?: Tensor | ConstValue, max?: Tensor | ConstValue): Tensor;
     /** Reinterprets the bits of each element as another dtype of the same size. */
-    bitcast(dtype: DType): Tensor;
+    bitcast(dtype: DTypeLike): Tensor;
   }
 }
 
@@ -458,7 +458,8 @@ Tensor.prototype.clamp = function (this: Tensor, min?: Operand, max?: Operand): 
   return max === undefined ? low : low.minimum(max);
 };
 
-Tensor.prototype.bitcast = function (this: Tensor, dtype: DType): Tensor {
+Tensor.prototype.bitcast = function (this: Tensor, like: DTypeLike): Tensor {
+  const dtype = toDType('bitcast', like);
   if (dtype === this.dtype) return this;
   if (dtype.itemsize !== this.dtype.itemsize || dtype === dtypes.bool || this.dtype === dtypes.bool)
     throw new Error(

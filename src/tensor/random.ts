@@ -3,7 +3,7 @@ import { type DType, dtypes } from '../dtype.ts';
 import { Device } from '../runtime/device.ts';
 import type { UOp } from '../uop/uop.ts';
 import { checkSizes } from './creation.ts';
-import { marksResult, Tensor, type TensorOptions } from './tensor.ts';
+import { dtypeOption, marksResult, Tensor, type TensorOptions } from './tensor.ts';
 
 declare module './tensor.ts' {
   interface Tensor {
@@ -114,7 +114,7 @@ interface Resolved {
 
 function floatOptions(op: string, shape: readonly number[], opts: TensorOptions): Resolved {
   checkShape(op, shape);
-  const dtype = opts.dtype ?? dtypes.float32;
+  const dtype = dtypeOption(op, opts) ?? dtypes.float32;
   if (!UNIT_BITS.has(dtype))
     throw new Error(
       `${op}: dtype must be a float (${[...UNIT_BITS.keys()].map((d) => d.name).join(', ')}), got ${dtype.name}${dtype.isInt ? '; use Tensor.randint for integers' : ''}`,
@@ -150,7 +150,7 @@ function randn(shape: readonly number[], opts: TensorOptions = {}): Tensor {
 function randint(shape: readonly number[], low = 0, high = 10, opts: TensorOptions = {}): Tensor {
   const op = 'Tensor.randint';
   checkShape(op, shape);
-  const dtype = opts.dtype ?? dtypes.int32;
+  const dtype = dtypeOption(op, opts) ?? dtypes.int32;
   if (!dtype.isInt || dtype === dtypes.index)
     throw new Error(`${op}: dtype must be an integer type, got ${dtype.name}; use Tensor.uniform for floats`);
   if (!Number.isInteger(low) || !Number.isInteger(high) || low >= high)

@@ -2,11 +2,13 @@
 import {
   type ConstValue,
   type DType,
+  type DTypeLike,
   dtypeOfArray,
   dtypes,
   fromStorage,
   promote,
   type StorageArray,
+  toDType,
   toStorage,
   truncate,
 } from '../dtype.ts';
@@ -21,8 +23,13 @@ import { UOp } from '../uop/uop.ts';
 export type NestedArray = ConstValue | readonly NestedArray[];
 export type TensorData = NestedArray | ArrayBufferView;
 
+/** @internal opts.dtype as a DType, undefined if not given; an unknown name throws, naming op. */
+export const dtypeOption = (op: string, opts: TensorOptions): DType | undefined =>
+  opts.dtype === undefined ? undefined : toDType(op, opts.dtype);
+
 export interface TensorOptions {
-  dtype?: DType;
+  /** A DType or its name: `dtypes.int64` or 'int64'. */
+  dtype?: DTypeLike;
   device?: string;
   /** Track gradients for this tensor (used by autograd). */
   requiresGrad?: boolean;
@@ -126,7 +133,7 @@ export class Tensor {
 
   constructor(data: TensorData | UOp, opts: TensorOptions = {}) {
     this.device = Device.canonicalize(opts.device ?? Device.default);
-    this.uop = data instanceof UOp ? data : bufferFrom(data, opts.dtype, this.device);
+    this.uop = data instanceof UOp ? data : bufferFrom(data, dtypeOption('Tensor', opts), this.device);
     this.requiresGrad = opts.requiresGrad ?? false;
   }
 
@@ -200,21 +207,23 @@ export class Tensor {
   // --- creation ---------------------------------------------------------------------------------------
 
   static full(shape: readonly number[], value: ConstValue, opts: TensorOptions = {}): Tensor {
-    const dtype = opts.dtype ?? defaultDType([value]);
+    const dtype = dtypeOption('Tensor.full', opts) ?? defaultDType([value]);
     const c = UOp.const(dtype, value);
     return new Tensor(c.reshape(shape.map(() => 1)).expand(shape), opts);
   }
   static zeros(shape: readonly number[], opts: TensorOptions = {}): Tensor {
-    return Tensor.full(shape, 0, { dtype: dtypes.float32, ...opts });
+    return Tensor.full(shape, 0, { ...opts, dtype: opts.dtype ?? dtypes.float32 });
   }
   static ones(shape: readonly number[], opts: TensorOptions = {}): Tensor {
-    return Tensor.full(shape, 1, { dtype: dtypes.float32, ...opts });
+    return Tensor.full(shape, 1, { ...opts, dtype: opts.dtype ?? dtypes.float32 });
   }
   /** [start, stop) by step, built as the spec's prefix sum of ones. */
   static arange(start: number, stop?: number, step = 1, opts: TensorOptions = {}): Tensor {
     if (stop === undefined) [start, stop] = [0, start];
     const n = Math.max(0, Math.ceil((stop - start) / step));
-    const dtype = opts.dtype ?? ([start, stop, step].every(Number.isInteger) ? dtypes.int32 : dtypes.float32);
+    const dtype =
+      dtypeOption('Tensor.arange', opts) ??
+      ([start, stop, step].every(Number.isInteger) ? dtypes.int32 : dtypes.float32);
     // requiresGrad marks the result, not the tensor it is built from
     const inner = { ...opts, dtype, requiresGrad: false };
     // a prefix sum too long for one window goes in blocks (cumsum): over whole blocks only, every block's
@@ -399,8 +408,10 @@ export class Tensor {
   square(): Tensor {
     return this.mul(this);
   }
-  cast(dtype: DType): Tensor {
-    return dtype === this.dtype ? this : this.wrap(this.uop.cast(dtype));
+  /** This tensor's values as another dtype (a DType or its name: 'float16'). */
+  cast(dtype: DTypeLike): Tensor {
+    const d = toDType('cast', dtype);
+    return d === this.dtype ? this : this.wrap(this.uop.cast(d));
   }
 
   // --- movement -----------------------------------------------------------------------------------------

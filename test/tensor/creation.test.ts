@@ -117,3 +117,36 @@ describe('creation errors', () => {
     expect(() => Tensor.eye(2, 1.5)).toThrow(/Tensor.eye: m must be/);
   });
 });
+
+describe('dtypes by name', () => {
+  it('every op that takes a dtype takes its name too', () => {
+    const device = 'JS';
+    expect(new Tensor([1, 2], { device, dtype: 'int64' }).dtype).toBe(dtypes.int64);
+    expect(Tensor.zeros([2], { device, dtype: 'float16' }).dtype).toBe(dtypes.float16);
+    // an explicit undefined is no dtype given: zeros and ones stay float32
+    expect(Tensor.ones([2], { device, dtype: undefined }).dtype).toBe(dtypes.float32);
+    expect(Tensor.zerosLike(Tensor.ones([2], { device, dtype: 'int8' }), { dtype: undefined }).dtype).toBe(
+      dtypes.int8,
+    );
+    expect(Tensor.full([2], 3, { device, dtype: 'uint8' }).tolist()).toEqual([3, 3]);
+    expect(Tensor.arange(3, undefined, 1, { device, dtype: 'float64' }).dtype).toBe(dtypes.float64);
+    expect(Tensor.empty([2], { device, dtype: 'int16' }).dtype).toBe(dtypes.int16);
+    expect(Tensor.linspace(0, 1, 3, { device, dtype: 'float64' }).tolist()).toEqual([0, 0.5, 1]);
+    expect(Tensor.eye(2, 2, { device, dtype: 'bool' }).dtype).toBe(dtypes.bool);
+    expect(Tensor.rand([2], { device, dtype: 'float64' }).dtype).toBe(dtypes.float64);
+    expect(Tensor.randint([2], 0, 5, { device, dtype: 'int8' }).dtype).toBe(dtypes.int8);
+    const x = new Tensor([1.5, -2], { device });
+    expect(x.cast('int32').tolist()).toEqual([1, -2]);
+    expect(x.bitcast('uint32').tolist()).toEqual([0x3fc00000, 0xc0000000]);
+  });
+
+  it('an unknown name throws, naming the op and the valid names', () => {
+    const x = new Tensor([1], { device: 'JS' });
+    expect(() => x.cast('flaot32' as 'float32')).toThrow(
+      /^cast: unknown dtype 'flaot32'; give a DType or one of bool, int8, .*float32, float64$/,
+    );
+    // index and void are the compiler's, not values a tensor holds
+    expect(() => new Tensor([1], { dtype: 'index' as 'int64' })).toThrow(/^Tensor: unknown dtype 'index'/);
+    expect(() => x.bitcast(7 as unknown as 'int32')).toThrow(/^bitcast: unknown dtype 7;/);
+  });
+});
