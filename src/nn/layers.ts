@@ -392,7 +392,7 @@ export class RMSNorm extends Module {
   forward(x: Tensor): Tensor {
     if (x.ndim < 1 || x.shape[x.ndim - 1] !== this.dim)
       throw new Error(`RMSNorm(${this.dim}): input ${fmt(x.shape)} should have ${this.dim} on its last axis`);
-    const xf = x.float();
+    const xf = x.toFloat();
     const y = xf.mul(xf.square().mean(-1, true).add(this.eps).rsqrt()).cast(x.dtype);
     return this.weight === undefined ? y : y.mul(this.weight);
   }

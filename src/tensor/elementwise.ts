@@ -51,6 +51,8 @@ declare module './tensor.ts' {
     fmod(y: Tensor | ConstValue): Tensor;
     pow(y: Tensor | ConstValue): Tensor;
     clamp(min?: Tensor | ConstValue, max?: Tensor | ConstValue): Tensor;
+    /** clamp's other name. */
+    clip(min?: Tensor | ConstValue, max?: Tensor | ConstValue): Tensor;
     /** Reinterprets the bits of each element as another dtype of the same size. */
     bitcast(dtype: DTypeLike): Tensor;
   }
@@ -120,7 +122,7 @@ Tensor.prototype.rsqrt = function (this: Tensor): Tensor {
 
 // 1 - 2 sin^2(x/2): exact halving keeps large arguments accurate, where sin(x + pi/2) would round x + pi/2
 Tensor.prototype.cos = function (this: Tensor): Tensor {
-  const s = this.float().mul(0.5).sin();
+  const s = this.toFloat().mul(0.5).sin();
   return s.mul(s).mul(-2).add(1);
 };
 
@@ -130,7 +132,7 @@ Tensor.prototype.tan = function (this: Tensor): Tensor {
 
 // atan reduced to [0, 1] by atan|x| = pi/2 - atan(1/|x|)
 Tensor.prototype.atan = function (this: Tensor): Tensor {
-  const x = this.float();
+  const x = this.toFloat();
   const a = x.abs();
   const outside = a.gt(1);
   const p = atanUnit(outside.where(a.reciprocal(), a));
@@ -139,19 +141,19 @@ Tensor.prototype.atan = function (this: Tensor): Tensor {
 
 // atan(x / sqrt(1 - x^2)), with 1 - x^2 as (1 - x)(1 + x): exact near |x| = 1, NaN outside [-1, 1]
 Tensor.prototype.asin = function (this: Tensor): Tensor {
-  const x = this.float();
+  const x = this.toFloat();
   return x.div(x.neg().add(1).mul(x.add(1)).sqrt()).atan();
 };
 
 // 2 atan(sqrt((1 - x) / (1 + x))): no cancellation near x = 1, where pi/2 - asin(x) would lose digits
 Tensor.prototype.acos = function (this: Tensor): Tensor {
-  const x = this.float();
+  const x = this.toFloat();
   return x.neg().add(1).div(x.add(1)).sqrt().atan().mul(2);
 };
 
 // exp(x)/2 as exp2(x log2(e) - 1), which stays finite up to sinh's own overflow; a series near 0
 Tensor.prototype.sinh = function (this: Tensor): Tensor {
-  const x = this.float();
+  const x = this.toFloat();
   const series = x.mul(poly(x.mul(x), [1 / 362880, 1 / 5040, 1 / 120, 1 / 6, 1]));
   const e = x.mul(LOG2_E);
   const big = e.sub(1).exp2().sub(e.neg().sub(1).exp2());
@@ -159,20 +161,20 @@ Tensor.prototype.sinh = function (this: Tensor): Tensor {
 };
 
 Tensor.prototype.cosh = function (this: Tensor): Tensor {
-  const e = this.float().mul(LOG2_E);
+  const e = this.toFloat().mul(LOG2_E);
   return e.sub(1).exp2().add(e.neg().sub(1).exp2());
 };
 
 // tanh|x| = -m / (2 + m) with m = expm1(-2|x|) in [-1, 0]: no overflow, no cancellation near 0
 Tensor.prototype.tanh = function (this: Tensor): Tensor {
-  const x = this.float();
+  const x = this.toFloat();
   const m = expm1(x.abs().mul(-2));
   return oddFrom(x, m.neg().div(m.add(2)));
 };
 
 // The Maclaurin series below 0.5, else 1 - erfc(|x|) with Numerical Recipes' erfcc (relative error 1.2e-7)
 Tensor.prototype.erf = function (this: Tensor): Tensor {
-  const x = this.float();
+  const x = this.toFloat();
   const a = x.abs();
   const series = x
     .mul(poly(x.mul(x), [1 / 9360, -1 / 1320, 1 / 216, -1 / 42, 1 / 10, -1 / 3, 1]))
@@ -196,14 +198,14 @@ Tensor.prototype.leakyRelu = function (this: Tensor, slope = 0.01): Tensor {
 };
 
 Tensor.prototype.elu = function (this: Tensor, alpha = 1): Tensor {
-  const x = this.float();
+  const x = this.toFloat();
   return x.gt(0).where(x, expm1(x).mul(alpha));
 };
 
 // x * sigmoid(2u) equals x/2 * (1 + tanh(u)) without 1 + tanh(u) cancelling for negative x; at -inf the
 // limit 0 (-inf * 0 would be NaN)
 Tensor.prototype.gelu = function (this: Tensor): Tensor {
-  const x = this.float();
+  const x = this.toFloat();
   const u = x
     .mul(x)
     .mul(x)
@@ -214,13 +216,13 @@ Tensor.prototype.gelu = function (this: Tensor): Tensor {
 };
 
 Tensor.prototype.silu = function (this: Tensor): Tensor {
-  const x = this.float();
+  const x = this.toFloat();
   return x.eq(-Infinity).where(-0, x.mul(x.sigmoid()));
 };
 
 // max(bx, 0) + log1p(exp(-|bx|)), over b: neither overflows for large |x| nor loses exp(bx) for very negative x
 Tensor.prototype.softplus = function (this: Tensor, beta = 1): Tensor {
-  const bx = this.float().mul(beta);
+  const bx = this.toFloat().mul(beta);
   return bx.relu().add(log1p(bx.abs().neg().exp())).div(beta);
 };
 
@@ -457,6 +459,7 @@ Tensor.prototype.clamp = function (this: Tensor, min?: Operand, max?: Operand): 
   const low = min === undefined ? this : this.maximum(min);
   return max === undefined ? low : low.minimum(max);
 };
+Tensor.prototype.clip = Tensor.prototype.clamp;
 
 Tensor.prototype.bitcast = function (this: Tensor, like: DTypeLike): Tensor {
   const dtype = toDType('bitcast', like);

@@ -351,7 +351,7 @@ Tensor.prototype.avgPool2d = function (this: Tensor, kernel: Size, opts: PoolOpt
 // --- normalization, losses, attention --------------------------------------------------------------------
 
 Tensor.prototype.layernorm = function (this: Tensor, axis: Axes = -1, eps = 1e-5): Tensor {
-  const x = this.float();
+  const x = this.toFloat();
   const centered = x.sub(x.mean(axis, true));
   return centered.mul(centered.square().mean(axis, true).add(eps).sqrt().reciprocal());
 };

@@ -45,7 +45,7 @@ Tensor.prototype.all = function (this: Tensor, axis?: Axes, keepdim = false): Te
 };
 
 Tensor.prototype.var = function (this: Tensor, axis?: Axes, keepdim = false, correction = 1): Tensor {
-  const x = this.float();
+  const x = this.toFloat();
   const count = reducedAxes(this, axis).reduce((n, a) => n * this.shape[a]!, 1);
   const squares = x.sub(x.mean(axis, true)).square().sum(axis, keepdim);
   // torch's choice: a count at or below the correction divides by zero (inf or NaN), it does not throw
@@ -91,7 +91,7 @@ Tensor.prototype.argmin = function (this: Tensor, axis?: number, keepdim = false
 };
 
 Tensor.prototype.logsumexp = function (this: Tensor, axis: Axes, keepdim = false): Tensor {
-  const x = this.float();
+  const x = this.toFloat();
   const m = x.max(axis, true);
   // shift by the max only where it is finite: an all -inf slice then gives log(0) = -inf, not NaN
   const shift = m.sub(m).eq(0).where(m, 0);
@@ -100,12 +100,12 @@ Tensor.prototype.logsumexp = function (this: Tensor, axis: Axes, keepdim = false
 };
 
 Tensor.prototype.softmax = function (this: Tensor, axis = -1): Tensor {
-  const x = this.float();
+  const x = this.toFloat();
   const e = x.sub(x.max(axis, true)).exp();
   return e.div(e.sum(axis, true));
 };
 
 Tensor.prototype.logSoftmax = function (this: Tensor, axis = -1): Tensor {
-  const x = this.float();
+  const x = this.toFloat();
   return x.sub(x.logsumexp(axis, true));
 };

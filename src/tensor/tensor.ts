@@ -23,6 +23,19 @@ import { UOp } from '../uop/uop.ts';
 export type NestedArray = ConstValue | readonly NestedArray[];
 export type TensorData = NestedArray | ArrayBufferView;
 
+/** The JS types a scalar operand may have (ConstValue's). */
+const SCALAR_TYPES: ReadonlySet<string> = new Set(['number', 'boolean', 'bigint']);
+
+/** Sizes given as one array or as separate numbers (`reshape([2, 3])` or `reshape(2, 3)`). */
+type Sizes = [readonly number[]] | number[];
+
+function sizes(op: string, args: Sizes): readonly number[] {
+  const list = args.length === 1 && Array.isArray(args[0]) ? (args[0] as readonly number[]) : args;
+  if (!list.every((d) => typeof d === 'number'))
+    throw new Error(`${op}: give sizes as one array or as numbers, e.g. ${op}([2, 3]) or ${op}(2, 3)`);
+  return list as readonly number[];
+}
+
 /** @internal opts.dtype as a DType, undefined if not given; an unknown name throws, naming op. */
 export const dtypeOption = (op: string, opts: TensorOptions): DType | undefined =>
   opts.dtype === undefined ? undefined : toDType(op, opts.dtype);
@@ -286,7 +299,13 @@ export class Tensor {
 
   /** @internal A scalar as a tensor beside this one; a tensor checked to be on this device. */
   toTensor(op: string, y: Tensor | ConstValue): Tensor {
-    if (!(y instanceof Tensor)) return this.wrap(UOp.const(this.scalarDType(y), y));
+    if (!(y instanceof Tensor)) {
+      if (!SCALAR_TYPES.has(typeof y))
+        throw new Error(
+          `${op}: an operand must be a Tensor or a number, boolean or bigint, got ${Array.isArray(y) ? 'an array (make it a tensor: new Tensor([...]))' : typeof y}`,
+        );
+      return this.wrap(UOp.const(this.scalarDType(y), y));
+    }
     if (y.device !== this.device)
       throw new Error(`${op}: operands are on ${this.device} and ${y.device}; move one with .to(device)`);
     return y;
@@ -366,34 +385,46 @@ export class Tensor {
   neg(): Tensor {
     return this.wrap(this.uop.neg());
   }
-  /** @internal This tensor, cast to float32 unless it is already a float. */
-  float(): Tensor {
+  /** @internal This tensor, cast to float32 unless it is already a float (the dtype of float math). */
+  toFloat(): Tensor {
     return this.dtype.isFloat ? this : this.cast(dtypes.float32);
   }
+  float(): Tensor {
+    return this.cast(dtypes.float32);
+  }
+  half(): Tensor {
+    return this.cast(dtypes.float16);
+  }
+  int(): Tensor {
+    return this.cast(dtypes.int32);
+  }
+  bool(): Tensor {
+    return this.cast(dtypes.bool);
+  }
   reciprocal(): Tensor {
-    const x = this.float();
+    const x = this.toFloat();
     return x.wrap(x.uop.recip());
   }
   sqrt(): Tensor {
-    const x = this.float();
+    const x = this.toFloat();
     return x.wrap(UOp.make(Ops.SQRT, [x.uop]));
   }
   exp2(): Tensor {
-    const x = this.float();
+    const x = this.toFloat();
     return x.wrap(UOp.make(Ops.EXP2, [x.uop]));
   }
   log2(): Tensor {
-    const x = this.float();
+    const x = this.toFloat();
     return x.wrap(UOp.make(Ops.LOG2, [x.uop]));
   }
   exp(): Tensor {
-    return this.float().mul(LOG2_E).exp2();
+    return this.toFloat().mul(LOG2_E).exp2();
   }
   log(): Tensor {
     return this.log2().mul(LN_2);
   }
   sin(): Tensor {
-    const x = this.float();
+    const x = this.toFloat();
     return x.wrap(UOp.make(Ops.SIN, [x.uop]));
   }
   relu(): Tensor {
@@ -423,7 +454,11 @@ export class Tensor {
     return x;
   }
 
-  reshape(shape: readonly number[]): Tensor {
+  /** The same elements in another shape; one size may be -1 (inferred). Sizes as an array or as arguments. */
+  reshape(shape: readonly number[]): Tensor;
+  reshape(...shape: number[]): Tensor;
+  reshape(...args: Sizes): Tensor {
+    const shape = sizes('reshape', args);
     const infer = shape.indexOf(-1);
     let s = [...shape];
     if (infer >= 0) {
@@ -434,10 +469,19 @@ export class Tensor {
     }
     return shapesEqual(s, this.shape) ? this : this.wrap(this.uop.reshape(s));
   }
-  permute(order: readonly number[]): Tensor {
+  permute(order: readonly number[]): Tensor;
+  permute(...order: number[]): Tensor;
+  permute(...args: Sizes): Tensor {
+    const order = sizes('permute', args);
+    if (order.length !== this.ndim)
+      throw new Error(`permute: needs an order of all ${this.ndim} axes, got (${order.join(', ')})`);
     return this.wrap(this.uop.permute(order.map((a) => this.axis(a))));
   }
-  expand(shape: readonly number[]): Tensor {
+  /** Broadcasts to shape (-1 keeps a size). Sizes as an array or as arguments. */
+  expand(shape: readonly number[]): Tensor;
+  expand(...shape: number[]): Tensor;
+  expand(...args: Sizes): Tensor {
+    const shape = sizes('expand', args);
     return this.broadcastTo(
       shape.map((d, i) => (d === -1 ? this.shape[i - (shape.length - this.ndim)]! : d)),
     );
@@ -477,6 +521,10 @@ export class Tensor {
   flip(axes: number | readonly number[]): Tensor {
     const set = new Set((typeof axes === 'number' ? [axes] : axes).map((a) => this.axis(a)));
     return this.wrap(this.uop.flip(this.shape.map((_, i) => set.has(i))));
+  }
+  /** The transpose of a matrix (its last two axes swapped). */
+  get T(): Tensor {
+    return this.transpose();
   }
   transpose(d0 = -2, d1 = -1): Tensor {
     const order = this.shape.map((_, i) => i);
@@ -558,7 +606,7 @@ export class Tensor {
     return flip(flip(this).max(axis, keepdim));
   }
   mean(axis?: number | readonly number[], keepdim = false): Tensor {
-    const s = this.float().sum(axis, keepdim);
+    const s = this.toFloat().sum(axis, keepdim);
     return s.div(this.numel / Math.max(1, s.numel));
   }
 

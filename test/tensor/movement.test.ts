@@ -355,3 +355,45 @@ describe('movement fusion', () => {
     expect(kernels(x.get([], idx))).toBe(1);
   });
 });
+
+describe('tinygrad and PyTorch spellings', () => {
+  const x = Tensor.arange(6, undefined, 1, { device: 'JS' });
+
+  it('reshape, permute and expand take sizes as an array or as arguments', () => {
+    expect(x.reshape(2, 3).tolist()).toEqual(x.reshape([2, 3]).tolist());
+    expect(x.reshape(3, -1).shape).toEqual([3, 2]);
+    expect(x.reshape(2, 3).permute(1, 0).tolist()).toEqual([
+      [0, 3],
+      [1, 4],
+      [2, 5],
+    ]);
+    expect(x.reshape(1, 6).expand(2, -1).shape).toEqual([2, 6]);
+    expect(() => x.reshape(2, [3] as unknown as number)).toThrow(
+      /^reshape: give sizes as one array or as numbers, e\.g\. reshape\(\[2, 3\]\) or reshape\(2, 3\)$/,
+    );
+    expect(() => x.reshape(2, 3).permute(0)).toThrow(/^permute: needs an order of all 2 axes, got \(0\)$/);
+  });
+
+  it('T is the transpose; float, half, int and bool cast', () => {
+    expect(x.reshape(2, 3).T.tolist()).toEqual(x.reshape(2, 3).transpose().tolist());
+    expect([x.float(), x.half(), x.float().int(), x.bool()].map((t) => t.dtype)).toEqual([
+      dtypes.float32,
+      dtypes.float16,
+      dtypes.int32,
+      dtypes.bool,
+    ]);
+    // float() is float32 even from another float
+    expect(x.cast(dtypes.float64).float().dtype).toBe(dtypes.float32);
+  });
+
+  it('clip is clamp', () => {
+    expect(x.clip(1, 3).tolist()).toEqual([1, 1, 2, 3, 3, 3]);
+  });
+
+  it('an operand that is neither a tensor nor a scalar throws, naming the op', () => {
+    expect(() => x.add([1, 2] as unknown as number)).toThrow(
+      /^add: an operand must be a Tensor or a number, boolean or bigint, got an array \(make it a tensor/,
+    );
+    expect(() => x.mul('2' as unknown as number)).toThrow(/^mul: .* got string$/);
+  });
+});
