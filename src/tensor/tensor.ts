@@ -450,7 +450,10 @@ export class Tensor {
   /** @internal A possibly negative axis as an index in [0, ndim). */
   axis(a: number, ndim = this.ndim): number {
     const x = a < 0 ? a + ndim : a;
-    if (!(x >= 0 && x < ndim)) throw new Error(`axis ${a} is out of range for a tensor of ${ndim} dims`);
+    if (!(Number.isInteger(x) && x >= 0 && x < ndim))
+      throw new Error(
+        `axis ${a} is out of range for shape (${this.shape.join(', ')}): valid axes are ${-ndim}..${ndim - 1}`,
+      );
     return x;
   }
 
@@ -493,10 +496,24 @@ export class Tensor {
     const x = this.reshape(padded);
     return shapesEqual(shape, padded) ? x : x.wrap(x.uop.expand(shape));
   }
-  /** Pads each axis with [before, after] elements of value. */
+  /** Pads each axis with [before, after] elements of value; a negative count removes elements instead. */
   pad(padding: readonly (readonly [number, number])[], value = 0): Tensor {
     if (padding.length !== this.ndim)
       throw new Error(`pad: needs ${this.ndim} [before, after] pairs, got ${padding.length}`);
+    if (padding.some(([before, after]) => before < 0 || after < 0)) {
+      const short = this.shape.findIndex((d, i) => d + padding[i]![0] + padding[i]![1] < 0);
+      if (short >= 0)
+        throw new Error(
+          `pad: [${padding[short]!.join(', ')}] removes more than the ${this.shape[short]} elements of axis ${short} of shape (${this.shape.join(', ')})`,
+        );
+      const grown = this.pad(
+        padding.map(([before, after]) => [Math.max(before, 0), Math.max(after, 0)]),
+        value,
+      );
+      return grown.shrink(
+        padding.map(([before, after], i) => [Math.max(-before, 0), grown.shape[i]! - Math.max(-after, 0)]),
+      );
+    }
     const shape = this.shape.map((d, i) => d + padding[i]![0] + padding[i]![1]);
     const offset = padding.map((p) => p[0]);
     const padded = this.wrap(this.uop.pad(offset, shape));

@@ -20,6 +20,13 @@ describe('errors', () => {
     );
     expect(huge.sum(1).shape).toEqual([2 ** 27]); // views without a reshape are fine
   });
+  it('an axis out of range (or not an integer) names the shape and the valid axes', () => {
+    expect(() => t([2, 3]).sum(5)).toThrow(
+      /^axis 5 is out of range for shape \(2, 3\): valid axes are -2\.\.1$/,
+    );
+    expect(() => t([2, 3]).max(0.5)).toThrow(/^axis 0\.5 is out of range/);
+    expect(() => t([2, 3]).unsqueeze(-4)).toThrow(/valid axes are -3\.\.2$/);
+  });
   it('matmul with unequal inner sizes names the shapes', () => {
     expect(() => t([2, 3]).matmul(t([4, 5]))).toThrow(/matmul: inner sizes differ: \(2, 3\) @ \(4, 5\)/);
   });

@@ -386,6 +386,22 @@ describe('tinygrad and PyTorch spellings', () => {
     expect(x.cast(dtypes.float64).float().dtype).toBe(dtypes.float32);
   });
 
+  it('a negative pad removes elements, as in tinygrad and PyTorch', () => {
+    expect(x.pad([[-1, 2]], 9).tolist()).toEqual([1, 2, 3, 4, 5, 9, 9]);
+    expect(
+      x
+        .reshape(2, 3)
+        .pad([
+          [1, -1],
+          [0, -2],
+        ])
+        .tolist(),
+    ).toEqual([[0], [0]]);
+    expect(() => x.pad([[-7, 0]])).toThrow(
+      /^pad: \[-7, 0\] removes more than the 6 elements of axis 0 of shape \(6\)$/,
+    );
+  });
+
   it('clip is clamp', () => {
     expect(x.clip(1, 3).tolist()).toEqual([1, 1, 2, 3, 3, 3]);
   });
