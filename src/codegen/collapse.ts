@@ -1,11 +1,13 @@
 // Reduce collapse: a sum over a range of a value that does not change with it, gated by bounds on the range,
 // is the value times the number of indices within the bounds. This makes the spec's arange (a prefix sum of
-// ones) and one-hot masks cost O(1) per element instead of a loop.
+// ones) and one-hot masks cost O(1) per element instead of a loop. A reduce over an empty range is its identity
+// (its value may read memory that does not exist: a sum over a zero-size axis).
 import { dtypes } from '../dtype.ts';
 import { type ArgOf, Ops } from '../uop/ops.ts';
 import { graphRewrite, PatternMatcher, UPat } from '../uop/pattern.ts';
 import { symbolic } from '../uop/symbolic.ts';
 import { UOp } from '../uop/uop.ts';
+import { reduceIdentity } from './accumulate.ts';
 import { rangesOf } from './scope.ts';
 
 const uses = (u: UOp, r: UOp) => rangesOf(u).has(r);
@@ -69,8 +71,11 @@ function boundsOf(gate: UOp, r: UOp, out: Bounds): boolean {
   return true;
 }
 
+const isEmpty = (r: UOp) => r.src[0]!.op === Ops.CONST && Number(r.src[0]!.constValue) === 0;
+
 function collapse(red: UOp): UOp | undefined {
   const { op } = red.arg as ArgOf<Ops.REDUCE>;
+  if (red.src.slice(1).some(isEmpty)) return reduceIdentity(op, red.dtype);
   if (op !== Ops.ADD || red.src.length !== 2) return undefined;
   const [value, r] = red.src as [UOp, UOp];
   const n = r.src[0]!;

@@ -10,6 +10,11 @@ const memory = new WeakMap<UOp, DeviceBuffer>();
 const sources = new WeakMap<UOp, DeviceBuffer>();
 // BUFFER nodes whose memory Tensor.dispose() freed: any graph still reading them must not run
 const released = new WeakSet<UOp>();
+// How many holders (tensors whose value the node is, a JIT's outputs) a BUFFER node has: dispose() frees the
+// memory only when the last one lets go, so a tensor that shares its buffer (a no-op view realized, a JIT's
+// output) never frees memory another tensor still holds. Holders that die without dispose() never let go:
+// their memory comes back through garbage collection instead.
+const holders = new WeakMap<UOp, number>();
 
 const numel = (buf: UOp) => buf.shape!.reduce<number>((n, d) => n * (d as number), 1);
 
@@ -35,8 +40,23 @@ export function deviceBuffer(buf: UOp): DeviceBuffer {
   return b;
 }
 
+/** One more holder of a BUFFER node's memory. */
+export function holdBuffer(buf: UOp): void {
+  holders.set(buf, (holders.get(buf) ?? 0) + 1);
+}
+
+/** One holder fewer; with `free`, the last holder frees the memory now (releaseBuffer). */
+export function letGoOfBuffer(buf: UOp, free: boolean): void {
+  const left = (holders.get(buf) ?? 1) - 1;
+  holders.set(buf, left);
+  if (free && left <= 0) releaseBuffer(buf);
+}
+
+/** Whether Tensor.dispose() freed a BUFFER node's memory. */
+export const isReleased = (buf: UOp): boolean => released.has(buf);
+
 /** Frees a BUFFER node's memory now (back to the allocator's cache); the node cannot be used afterwards. */
-export function releaseBuffer(buf: UOp): void {
+function releaseBuffer(buf: UOp): void {
   memory.get(buf)?.free();
   memory.delete(buf);
   sources.delete(buf);

@@ -5,7 +5,7 @@ import type { DeviceBuffer } from '../runtime/buffer.ts';
 import { Tensor } from '../tensor/index.ts';
 import type { ArgOf, Ops } from '../uop/ops.ts';
 import type { UOp } from '../uop/uop.ts';
-import { deviceBuffer } from './buffers.ts';
+import { deviceBuffer, holdBuffer, letGoOfBuffer } from './buffers.ts';
 import { type Launch, recordLaunches } from './realize.ts';
 
 interface Captured {
@@ -15,6 +15,8 @@ interface Captured {
   specs: { shape: string; dtype: DType; device: string }[];
   /** The outputs' BUFFERs; replays write into the same buffers. */
   outputs: UOp[];
+  /** The BUFFERs the launches use, but the arguments': the capture holds them, so dispose() leaves them. */
+  held: UOp[];
   single: boolean;
 }
 
@@ -35,7 +37,8 @@ function outputsOf(r: Tensor | readonly Tensor[], name: string): Tensor[] {
 
 /**
  * Wraps f (a function of tensors returning a tensor or an array of them) so that repeated calls replay
- * its kernels. Every call must pass tensors of the captured shapes, dtypes and devices. Pitfalls: the
+ * its kernels. Every call must pass tensors of the captured shapes, dtypes and devices. The capture holds
+ * the buffers its kernels use (disposing a tensor over one leaves it to the JIT). Pitfalls: the
  * outputs of one call are overwritten by the next (copy them with `clone()` to keep them); tensors made
  * inside f from JS data, and JS values f reads, are frozen at the capture; f's JS side effects happen only
  * on the first two calls.
@@ -79,17 +82,21 @@ export function jit<A extends Tensor[], R extends Tensor | readonly Tensor[]>(
       return r;
     }
     let r: R | undefined;
-    const launches = recordLaunches(() => {
+    const { launches, buffers } = recordLaunches(() => {
       r = f(...args);
       const outs = outputsOf(r, name);
       outs[0]?.realize(...outs.slice(1));
     });
     const outs = outputsOf(r!, name);
+    for (const a of args) buffers.delete(a.uop);
+    const held = [...buffers];
+    for (const b of held) holdBuffer(b);
     captured = {
       launches,
       inputs: args.map((a) => deviceBuffer(a.uop)),
       specs: args.map(spec),
       outputs: outs.map((t) => t.uop),
+      held,
       single: r instanceof Tensor,
     };
     return r!;
@@ -104,6 +111,7 @@ export function jit<A extends Tensor[], R extends Tensor | readonly Tensor[]>(
 
   return Object.assign(run, {
     reset: () => {
+      for (const b of captured?.held ?? []) letGoOfBuffer(b, false);
       calls = 0;
       captured = undefined;
     },

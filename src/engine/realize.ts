@@ -137,20 +137,25 @@ export interface Launch {
   program: Program;
   bufs: DeviceBuffer[];
 }
-let recording: Launch[] | undefined;
+interface Recording {
+  launches: Launch[];
+  /** The BUFFER nodes of the recorded launches' inputs and outputs. */
+  buffers: Set<UOp>;
+}
+let recording: Recording | undefined;
 
 /** Records every kernel launch that fn makes (fn still runs them); intermediate storage is kept alive. */
-export function recordLaunches(fn: () => void): Launch[] {
+export function recordLaunches(fn: () => void): Recording {
   if (recording !== undefined)
     throw new Error('jit: a jitted function cannot run inside another one being captured');
-  const launches: Launch[] = [];
-  recording = launches;
+  const rec: Recording = { launches: [], buffers: new Set() };
+  recording = rec;
   try {
     fn();
   } finally {
     recording = undefined;
   }
-  return launches;
+  return rec;
 }
 
 function runPlan(plan: Plan, inputs: readonly UOp[], device: string): UOp[] {
@@ -172,7 +177,7 @@ function runPlan(plan: Plan, inputs: readonly UOp[], device: string): UOp[] {
   for (const step of plan.steps) {
     const { program, display, flops } = step.kernel;
     const bufs = step.refs.map((i) => table[i]!);
-    recording?.push({ program, bufs });
+    recording?.launches.push({ program, bufs });
     const seconds = program.run(bufs, [], DEBUG.value >= 2);
     if (DEBUG.value >= 2) {
       const pad = ' '.repeat(Math.max(0, 24 - program.name.length));
@@ -184,6 +189,7 @@ function runPlan(plan: Plan, inputs: readonly UOp[], device: string): UOp[] {
   }
   // recorded launches go on using the intermediate storage; otherwise it returns to the allocator
   if (recording === undefined) for (const b of storage) b?.free();
+  else for (const b of [...inputs, ...outBuffers.values()]) recording.buffers.add(b);
   return plan.outputs.map((i) => outBuffers.get(i) ?? inputs[i]!);
 }
 
@@ -192,12 +198,12 @@ const loweredCalls = new WeakMap<UOp, UOp[]>();
 /**
  * A compiled fn call's results as buffers: its arguments are realized, then its body on their buffers, in
  * a realize of its own, so the body's kernels are never fused with the caller's and its plan is cached by
- * the body's key (callify turns the argument buffers back into PARAMs).
+ * the body's key (callify turns the argument buffers back into PARAMs). The device is the caller's: arguments
+ * made of constants alone (Tensor.ones) have none of their own.
  */
-function realizeCall(call: UOp): UOp[] {
+function realizeCall(call: UOp, device: string): UOp[] {
   let results = loweredCalls.get(call);
   if (results === undefined) {
-    const device = call.device as string;
     const args = call.src.slice(1).map((uop) => ({ uop, device }));
     realize(args);
     const bound = bindBody(
@@ -224,7 +230,7 @@ export function realize(tensors: readonly Realizable[]): void {
   const { body, inputs } = callify(
     resolveFunctions(
       pending.map((t) => t.uop),
-      realizeCall,
+      (call) => realizeCall(call, device),
     ),
   );
   const key = `${device}|${optsKey(Device.get(device))}|${body.key}`;
@@ -247,14 +253,15 @@ export function realize(tensors: readonly Realizable[]): void {
  */
 export function scheduleOf(tensors: readonly Realizable[]): Schedule {
   const pending = tensors.filter((t) => t.uop.op !== Ops.BUFFER);
+  const device = tensors[0]!.device;
   return rangeify(
     callify(
       resolveFunctions(
         pending.map((t) => t.uop),
-        realizeCall,
+        (call) => realizeCall(call, device),
       ),
     ).body.src,
-    () => tensors[0]!.device,
+    () => device,
   );
 }
 

@@ -54,14 +54,21 @@ export abstract class Optimizer {
     setBufferData(this.lr.uop, new Float32Array([value]));
   }
 
-  /** Forgets the parameters' gradients (backward() adds to them). */
+  /**
+   * Drops the parameters' gradients (backward() adds to them) and frees their memory now, so that a
+   * synchronous training loop stays flat; `clone()` a gradient to keep it.
+   */
   zeroGrad(): void {
-    for (const p of this.params) p.grad = undefined;
+    for (const p of this.params) {
+      p.grad?.dispose();
+      p.grad = undefined;
+    }
   }
 
   /**
    * Updates every parameter from its `.grad`. The tensors in `alsoRealize` (the loss, BatchNorm's running
-   * statistics from getBuffers) are realized in the same call.
+   * statistics from getBuffers) are realized in the same call, and so are the gradients: read afterwards,
+   * they must be the values the step used, not ones computed again from the new parameters.
    */
   step(...alsoRealize: Tensor[]): void {
     const grads = this.params.map((p, i) => {
@@ -75,7 +82,7 @@ export abstract class Optimizer {
     this.params.forEach((p, i) => {
       assign(p, updated[i]!.cast(p.dtype));
     });
-    const [first, ...rest] = [...this.params, ...this.state(), ...alsoRealize];
+    const [first, ...rest] = [...this.params, ...this.state(), ...grads, ...alsoRealize];
     first!.realize(...rest);
   }
 

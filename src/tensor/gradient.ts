@@ -1,8 +1,10 @@
-// Autograd: a table of derivative rules on UOps, one per primitive, and the reverse walk that applies them.
-import { resolveFunctions } from '../schedule/resolve.ts';
-import { type ArgOf, Ops, opName, type ReduceOp } from '../uop/ops.ts';
-import { fmtShape, type Shape } from '../uop/shape.ts';
+// Autograd on Tensors: backward(), Tensor.gradient, detach (the rules and the walk are in autograd.ts).
+import { Ops } from '../uop/ops.ts';
+import { substitute } from '../uop/pattern.ts';
+import { fmtShape } from '../uop/shape.ts';
 import { UOp } from '../uop/uop.ts';
+import { computeGradients } from './autograd.ts';
+import { throughOrigins } from './origins.ts';
 import { gradTracked, Tensor } from './tensor.ts';
 
 declare module './tensor.ts' {
@@ -25,144 +27,11 @@ declare module './tensor.ts' {
   }
 }
 
-/** The gradients of a node's sources (undefined: none) from the node and the gradient of its output. */
-type Rule = (g: UOp, u: UOp) => readonly (UOp | undefined)[];
-
-/** g summed over the axes along which a source of `shape` was broadcast (right-aligned) to g's shape. */
-function sumTo(g: UOp, shape: Shape): UOp {
-  const lead = g.ndim - shape.length;
-  const axes = g.shape!.flatMap((d, i) => (i < lead || shape[i - lead] !== d ? [i] : []));
-  const summed = axes.length ? g.reduce(Ops.ADD, axes) : g;
-  return lead ? summed.reshape(shape) : summed;
-}
-
-/** cos(x) as 1 - 2 sin(x/2)^2, which keeps large arguments accurate (as Tensor.cos does). */
-function cos(x: UOp): UOp {
-  const s = UOp.make(Ops.SIN, [x.mul(0.5)]);
-  return s.mul(s).mul(-2).add(1);
-}
-
-/** The gradient of a reduce's input, from the reduce u over x (keepdim shape) and its output gradient g. */
-const REDUCE_RULES: Record<ReduceOp, (g: UOp, u: UOp, x: UOp, axes: readonly number[]) => UOp> = {
-  [Ops.ADD]: (g, _u, x) => g.expand(x.shape!),
-  // ties share the gradient equally
-  [Ops.MAX]: (g, u, x, axes) => {
-    const hit = x.eq(u.expand(x.shape!));
-    const count = hit.where(g.constLike(1), g.constLike(0)).reduce(Ops.ADD, axes);
-    return hit.where(g.div(count).expand(x.shape!), 0);
-  },
-  // the product of the other elements: prod / x without zeros; at the only zero, the product of the rest
-  [Ops.MUL]: (g, _u, x, axes) => {
-    const nonzero = x.ne(0);
-    const zeros = nonzero.where(g.constLike(0), g.constLike(1)).reduce(Ops.ADD, axes).expand(x.shape!);
-    const rest = nonzero.where(x, 1).reduce(Ops.MUL, axes).expand(x.shape!);
-    const others = nonzero.where(zeros.eq(0).where(rest.div(x), 0), zeros.eq(1).where(rest, 0));
-    return g.expand(x.shape!).mul(others);
-  },
-};
-
-/** The derivative rules. null: no gradient flows through the op (the walk stops there). */
-const RULES: Partial<Record<Ops, Rule | null>> = {
-  [Ops.ADD]: (g) => [g, g],
-  [Ops.MUL]: (g, u) => [g.mul(u.src[1]!), g.mul(u.src[0]!)],
-  // ties share the gradient equally (relu and abs get 1/2 and 0 at 0)
-  [Ops.MAX]: (g, u) => {
-    const [x, y] = u.src as [UOp, UOp];
-    const toX = x.lt(y).where(g.constLike(0), y.lt(x).where(g.constLike(1), g.constLike(0.5)));
-    const toY = y.lt(x).where(g.constLike(0), x.lt(y).where(g.constLike(1), g.constLike(0.5)));
-    return [g.mul(toX), g.mul(toY)];
-  },
-  [Ops.RECIP]: (g, u) => [g.mul(u.mul(u)).neg()],
-  [Ops.SQRT]: (g, u) => [g.div(u.mul(2))],
-  [Ops.EXP2]: (g, u) => [g.mul(u).mul(Math.LN2)],
-  [Ops.LOG2]: (g, u) => [g.div(u.src[0]!.mul(Math.LN2))],
-  [Ops.SIN]: (g, u) => [g.mul(cos(u.src[0]!))],
-  [Ops.WHERE]: (g, u) => [undefined, u.src[0]!.where(g, 0), u.src[0]!.where(0, g)],
-  [Ops.CAST]: (g, u) => [g.cast(u.src[0]!.dtype)],
-  [Ops.REDUCE]: (g, u) => {
-    const { op, axes } = u.arg as ArgOf<Ops.REDUCE>;
-    return [REDUCE_RULES[op](g, u, u.src[0]!, axes)];
-  },
-  [Ops.RESHAPE]: (g, u) => [g.reshape(u.src[0]!.shape!)],
-  [Ops.PERMUTE]: (g, u) => {
-    const inverse: number[] = [];
-    (u.arg as ArgOf<Ops.PERMUTE>).forEach((a, i) => {
-      inverse[a] = i;
-    });
-    return [g.permute(inverse)];
-  },
-  [Ops.EXPAND]: (g, u) => [sumTo(g, u.src[0]!.shape!)],
-  [Ops.PAD]: (g, u) => [g.shrink(u.src[1]!.sizes, u.src[0]!.shape!)],
-  [Ops.SHRINK]: (g, u) => [g.pad(u.src[1]!.sizes, u.src[0]!.shape!)],
-  [Ops.FLIP]: (g, u) => [g.flip(u.arg as ArgOf<Ops.FLIP>)],
-  [Ops.CONTIGUOUS]: (g) => [g],
-  [Ops.CONTIGUOUSBACKWARD]: (g) => [UOp.make(Ops.CONTIGUOUS, [g])],
-  [Ops.DETACH]: null,
-  // piecewise constant, or not arithmetic on the value: zero gradient
-  [Ops.TRUNC]: null,
-  [Ops.CMPLT]: null,
-  [Ops.CMPNE]: null,
-  [Ops.BITCAST]: null,
-  [Ops.IDIV]: null,
-  [Ops.MOD]: null,
-  [Ops.AND]: null,
-  [Ops.OR]: null,
-  [Ops.XOR]: null,
-  [Ops.SHL]: null,
-  [Ops.SHR]: null,
-  [Ops.THREEFRY]: null,
-};
-
-/**
- * The gradient of root (whose own gradient is rootGrad) with respect to each target it depends on through
- * differentiable ops. Only nodes on a path from a target to root are visited, in reverse topological order
- * (no recursion); a target absent from the result gets no gradient.
- */
-export function computeGradients(root: UOp, rootGrad: UOp, wanted: ReadonlySet<UOp>): Map<UOp, UOp> {
-  // gradients flow through functions once their bodies are inlined; a target may be a function's output
-  const [resolvedRoot, ...resolvedTargets] = resolveFunctions([root, ...wanted]);
-  root = resolvedRoot!;
-  const targets = new Set(resolvedTargets);
-  const order = root.toposort();
-  // gradients are real-valued: integer and bool nodes carry none
-  const onPath = new Set<UOp>();
-  for (const u of order)
-    if (targets.has(u) || (u.dtype.isFloat && RULES[u.op] !== null && u.src.some((s) => onPath.has(s))))
-      onPath.add(u);
-  const grads = new Map<UOp, UOp>();
-  if (onPath.has(root)) grads.set(root, rootGrad);
-  for (let i = order.length - 1; i >= 0; i--) {
-    const u = order[i]!;
-    const g = grads.get(u);
-    if (g === undefined || !u.src.some((s) => onPath.has(s))) continue;
-    const rule = RULES[u.op];
-    if (rule === null) continue; // a target computed by an op without gradient
-    if (rule === undefined)
-      throw new Error(
-        `gradient: no derivative rule for ${opName(u.op)} (shape ${fmtShape(u.shape)}), which lies between the loss and a target`,
-      );
-    const srcGrads = rule(g, u);
-    u.src.forEach((s, k) => {
-      const sg = srcGrads[k];
-      if (sg === undefined || !onPath.has(s)) return;
-      const fitted = sumTo(sg, s.shape!);
-      const prev = grads.get(s);
-      grads.set(s, prev === undefined ? fitted : prev.add(fitted));
-    });
-  }
-  const out = new Map<UOp, UOp>();
-  [...wanted].forEach((t, i) => {
-    const g = grads.get(resolvedTargets[i]!);
-    if (g !== undefined) out.set(t, g);
-  });
-  return out;
-}
-
 const fmt = (t: Tensor) => `(${t.shape.join(', ')})`;
 
 /** Why a tensor may be missing from the loss's graph, for the errors. */
 const MISSING_HINT =
-  'a target must reach the loss through differentiable ops (not only through detach(), comparisons, integer ops or casts to integers); realizing a tensor replaces its graph with a buffer, so take gradients before reading the loss, and realize a lazy target (if at all) before building the loss';
+  'a target must reach the loss through differentiable ops (not only through detach(), comparisons, integer ops or casts to integers), and must require gradients when a value computed from it is realized (a realized value keeps its graph only for the tensors with requiresGrad that it depends on then)';
 
 /** The gradient of the loss itself: ones for a one-element loss, else the given gradient. */
 function seedGradient(op: string, loss: Tensor, grad: Tensor | undefined): UOp {
@@ -185,12 +54,20 @@ function seedGradient(op: string, loss: Tensor, grad: Tensor | undefined): UOp {
   return grad.cast(loss.dtype).uop;
 }
 
+/**
+ * d(loss)/d(target) for the targets the loss depends on. The loss's graph goes back through realized values
+ * to the graphs they were computed from; the gradients read those realized values rather than recompute them.
+ */
+function gradientsOf(op: string, loss: Tensor, lossGrad: UOp, targets: ReadonlySet<UOp>): Map<UOp, UOp> {
+  const { root, realized } = throughOrigins(op, loss.uop, targets);
+  const grads = computeGradients(root, lossGrad, targets);
+  for (const [t, g] of grads) grads.set(t, substitute(g, realized));
+  return grads;
+}
+
 Tensor.gradient = (loss: Tensor, targets: readonly Tensor[], grad?: Tensor): Tensor[] => {
-  const grads = computeGradients(
-    loss.uop,
-    seedGradient('Tensor.gradient', loss, grad),
-    new Set(targets.map((t) => t.uop)),
-  );
+  const op = 'Tensor.gradient';
+  const grads = gradientsOf(op, loss, seedGradient(op, loss, grad), new Set(targets.map((t) => t.uop)));
   return targets.map((t, i) => {
     const g = grads.get(t.uop);
     if (g === undefined)
@@ -208,7 +85,7 @@ Tensor.prototype.backward = function (this: Tensor, grad?: Tensor): Tensor {
     const t = ref.deref();
     if (t?.requiresGrad) byUOp.set(t.uop, [...(byUOp.get(t.uop) ?? []), t]);
   }
-  const grads = computeGradients(this.uop, root, new Set(byUOp.keys()));
+  const grads = gradientsOf('backward', this, root, new Set(byUOp.keys()));
   if (grads.size === 0)
     throw new Error(
       `backward: the loss ${fmt(this)} depends on no tensor with requiresGrad: true; create parameters with { requiresGrad: true }; ${MISSING_HINT}`,
@@ -221,7 +98,10 @@ Tensor.prototype.backward = function (this: Tensor, grad?: Tensor): Tensor {
       );
   for (const [u, g] of grads) {
     const t = byUOp.get(u)![0]!;
-    t.grad = t.grad === undefined ? t.wrap(g) : t.grad.add(t.wrap(g));
+    // a realized gradient accumulates in place (as PyTorch's), so the old one is no tensor to free
+    if (t.grad === undefined) t.grad = t.wrap(g);
+    else if (t.grad.uop.op === Ops.BUFFER) t.grad.assign(t.grad.add(t.wrap(g)));
+    else t.grad = t.grad.add(t.wrap(g));
   }
   return this;
 };

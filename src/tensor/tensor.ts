@@ -12,12 +12,14 @@ import {
   toStorage,
   truncate,
 } from '../dtype.ts';
-import { bufferData, releaseBuffer, setBufferData } from '../engine/buffers.ts';
+import { bufferData, holdBuffer, letGoOfBuffer, setBufferData } from '../engine/buffers.ts';
 import { realize } from '../engine/realize.ts';
 import { Device } from '../runtime/device.ts';
 import { newBuffer } from '../schedule/rangeify.ts';
 import { Ops, type ReduceOp } from '../uop/ops.ts';
 import { UOp } from '../uop/uop.ts';
+import { noteRealized, originsOf } from './origins.ts';
+import { noteAssigned, noteMade, scope } from './scope.ts';
 
 /** Nested arrays of numbers or booleans, as `tolist()` gives them back. */
 export type NestedArray = ConstValue | readonly NestedArray[];
@@ -91,9 +93,23 @@ export function defaultDType(values: readonly ConstValue[]): DType {
 
 const prod = (s: readonly number[]) => s.reduce((a, b) => a * b, 1);
 
+/** The BUFFER node a tensor's value lives in: the node itself, or the buffer a pending assign writes. */
+const bufferOf = (u: UOp): UOp | undefined =>
+  u.op === Ops.BUFFER ? u : u.op === Ops.AFTER && u.src[0]!.op === Ops.BUFFER ? u.src[0] : undefined;
+
 /** @internal Every tensor that has required gradients, held weakly: backward() looks for them in the loss's graph. */
 export const gradTracked = new Set<WeakRef<Tensor>>();
 const untrack = new FinalizationRegistry<WeakRef<Tensor>>((ref) => gradTracked.delete(ref));
+
+/** The buffers (or lazy graphs) of the live tensors with requiresGrad: where gradients are wanted. */
+function gradTargets(): Set<UOp> {
+  const targets = new Set<UOp>();
+  for (const ref of gradTracked) {
+    const t = ref.deref();
+    if (t?.requiresGrad) targets.add(t.uop.op === Ops.AFTER ? t.uop.src[0]! : t.uop);
+  }
+  return targets;
+}
 
 /** A new BUFFER holding the data. */
 function bufferFrom(data: TensorData, dtype: DType | undefined, device: string): UOp {
@@ -148,6 +164,7 @@ export class Tensor {
     this.device = Device.canonicalize(opts.device ?? Device.default);
     this.uop = data instanceof UOp ? data : bufferFrom(data, dtypeOption('Tensor', opts), this.device);
     this.requiresGrad = opts.requiresGrad ?? false;
+    noteMade(this);
   }
 
   /** The graph this tensor stands for (a BUFFER once realized). */
@@ -157,24 +174,50 @@ export class Tensor {
     return this._uop;
   }
   set uop(u: UOp) {
+    // the tensor holds the buffer its value lives in (see holdBuffer)
+    const [was, now] = [this._uop && bufferOf(this._uop), bufferOf(u)];
+    if (was !== now) {
+      if (now !== undefined) holdBuffer(now);
+      if (was !== undefined) letGoOfBuffer(was, false);
+    }
     this._uop = u;
+  }
+
+  /** Whether dispose() was called. */
+  get disposed(): boolean {
+    return this._uop === undefined;
   }
 
   /**
    * Frees this tensor's buffer now, back to the allocator for reuse, instead of when the tensor is garbage
    * collected. The tensor gives its buffer up: using it afterwards throws, and so does realizing any graph
-   * that still reads the buffer (a tensor built from this one and not yet realized, another tensor over the
-   * same buffer, a JIT whose captured kernels use it). An unrealized tensor only drops its graph.
+   * that still reads the buffer (a tensor built from this one and not yet realized, a JIT whose captured
+   * kernels use it). A buffer that other undisposed tensors hold too (a view realized as the same buffer,
+   * a JIT's output) stays until the last of them is disposed. An unrealized tensor only drops its graph.
    */
   dispose(): void {
     const u = this._uop;
     if (u === undefined) return;
     this.disposedAs = `Tensor (${u.shape!.join(', ')}) ${u.dtype.name} on ${this.device}`;
     // a pending assign (AFTER) writes into the tensor's own buffer, which goes too
-    const buf = u.op === Ops.AFTER ? u.src[0]! : u;
-    if (buf.op === Ops.BUFFER) releaseBuffer(buf);
+    const buf = bufferOf(u);
+    if (buf !== undefined) letGoOfBuffer(buf, true);
     this._uop = undefined;
     this._requiresGrad = false; // backward() looks at every tensor with requiresGrad
+  }
+
+  /** dispose(), for `using` declarations: `{ using y = x.mul(2).realize(); ... }` frees y's buffer at the `}`. */
+  [Symbol.dispose](): void {
+    this.dispose();
+  }
+
+  /**
+   * Runs fn, then disposes every tensor made while it ran except those it returns (realized first) and the
+   * gradients backward() set; see src/tensor/scope.ts. `for (...) Tensor.scope(() => x.mul(y).add(1).realize())`
+   * keeps memory flat in a synchronous loop, where garbage collection cannot return buffers until an await.
+   */
+  static scope<T>(fn: () => T): T {
+    return scope(fn);
   }
 
   /** Whether backward() fills this tensor's `.grad`. */
@@ -253,8 +296,27 @@ export class Tensor {
 
   // --- reading ------------------------------------------------------------------------------------------
 
+  /**
+   * Computes this tensor's value (and the others', in one schedule); each one's graph becomes the buffer
+   * holding it. A value a gradient may flow through (it depends on a tensor with requiresGrad) keeps its
+   * graph for backward() beside the buffer, for as long as the buffer lives.
+   */
   realize(...others: Tensor[]): this {
-    realize([this, ...others]);
+    const tensors = [this, ...others];
+    const graphs = tensors.map((t) => t.uop);
+    const found =
+      gradTracked.size === 0
+        ? undefined
+        : originsOf(
+            tensors.map((t, i) => (t.requiresGrad ? undefined : graphs[i])),
+            gradTargets(),
+          );
+    realize(tensors);
+    noteRealized(
+      graphs,
+      tensors.map((t) => t.uop),
+      found,
+    );
     return this;
   }
 
@@ -577,6 +639,7 @@ export class Tensor {
       );
     const buf = this.uop.op === Ops.AFTER ? this.uop.src[0]! : this.uop;
     this.uop = buf.op === Ops.BUFFER ? UOp.make(Ops.AFTER, [buf, UOp.make(Ops.STORE, [buf, v.uop])]) : v.uop;
+    noteAssigned(this);
     return this;
   }
 
@@ -660,11 +723,9 @@ export class Tensor {
     const x = this.ndim === 1 ? this.unsqueeze(0) : this;
     const y = w.ndim === 1 ? w.unsqueeze(-1) : w;
     const out = readsPanels(x, y) ? panelProduct(x, y) : x.unsqueeze(-1).mul(y.unsqueeze(-3)).sum(-2);
-    return this.ndim === 1
-      ? out.reshape(out.shape.slice(0, -2).concat(out.shape.slice(-1)))
-      : w.ndim === 1
-        ? out.reshape(out.shape.slice(0, -1))
-        : out;
+    // a vector operand's axis goes again (both: a scalar, as numpy's)
+    const rowGone = this.ndim === 1 ? out.reshape(out.shape.slice(0, -2).concat(out.shape.slice(-1))) : out;
+    return w.ndim === 1 ? rowGone.reshape(rowGone.shape.slice(0, -1)) : rowGone;
   }
 
   toString(): string {

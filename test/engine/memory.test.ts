@@ -54,13 +54,30 @@ describe('dispose', () => {
     );
   });
 
-  it('makes a JIT whose captured kernels use the buffer throw instead of running on freed memory', () => {
+  it('leaves a buffer that a JIT capture uses to the JIT, which goes on running on it', () => {
     const w = new Tensor([1, 2], { device: JS });
     const f = jit((x: Tensor) => x.mul(w));
     const x = new Tensor([3, 4], { device: JS });
     for (let i = 0; i < 3; i++) expect(f(x).tolist()).toEqual([3, 8]);
+    const before = memoryStats(JS).bytesInUse;
     w.dispose();
-    expect(() => f(x)).toThrow('DeviceBuffer(JS, 2 x int32) was freed (by free() or Tensor.dispose())');
+    f(x).dispose(); // the output's buffer is the JIT's too
+    expect(memoryStats(JS).bytesInUse).toBe(before);
+    expect(f(x).tolist()).toEqual([3, 8]);
+    expect(() => w.add(1)).toThrow('tensor was disposed');
+  });
+
+  it('frees a buffer only when the last tensor holding it is disposed', () => {
+    const t = new Tensor(new Float32Array(333).fill(1), { device: JS });
+    const same = Tensor.fromUOp(t.uop, JS);
+    const before = memoryStats(JS).bytesInUse;
+    t.dispose();
+    expect(memoryStats(JS).bytesInUse).toBe(before);
+    const total = same.sum();
+    expect(total.item()).toBe(333);
+    total.dispose();
+    same.dispose();
+    expect(memoryStats(JS).bytesInUse).toBe(before - 333 * 4);
   });
 });
 

@@ -114,7 +114,7 @@ describe('THREADS', () => {
       const names = Context.with({ THREADS: threads }, () =>
         recordLaunches(() => {
           out = x.reshape([512, 256]).sum(1).tolist();
-        }).map((l) => l.program.name),
+        }).launches.map((l) => l.program.name),
       );
       return { out, names };
     };

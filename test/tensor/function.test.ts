@@ -161,7 +161,7 @@ describe('fn captured tensors', () => {
 });
 
 /** How many kernels realizing these tensors launches. */
-const launches = (...ts: Tensor[]): number => recordLaunches(() => realize(ts)).length;
+const launches = (...ts: Tensor[]): number => recordLaunches(() => realize(ts)).launches.length;
 
 for (const device of ['JS', 'CPU'])
   describe(`fn with compiled: true on ${device}`, () => {

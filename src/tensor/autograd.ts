@@ -1,0 +1,147 @@
+// Autograd on UOps: a table of derivative rules, one per primitive, and the reverse walk that applies them.
+import { resolveFunctions } from '../schedule/resolve.ts';
+import { type ArgOf, Ops, opName, type ReduceOp } from '../uop/ops.ts';
+import { fmtShape, type Shape } from '../uop/shape.ts';
+import { UOp } from '../uop/uop.ts';
+
+/** The gradients of a node's sources (undefined: none) from the node and the gradient of its output. */
+type Rule = (g: UOp, u: UOp) => readonly (UOp | undefined)[];
+
+/** g summed over the axes along which a source of `shape` was broadcast (right-aligned) to g's shape. */
+function sumTo(g: UOp, shape: Shape): UOp {
+  const lead = g.ndim - shape.length;
+  const axes = g.shape!.flatMap((d, i) => (i < lead || shape[i - lead] !== d ? [i] : []));
+  const summed = axes.length ? g.reduce(Ops.ADD, axes) : g;
+  return lead ? summed.reshape(shape) : summed;
+}
+
+/** cos(x) as 1 - 2 sin(x/2)^2, which keeps large arguments accurate (as Tensor.cos does). */
+function cos(x: UOp): UOp {
+  const s = UOp.make(Ops.SIN, [x.mul(0.5)]);
+  return s.mul(s).mul(-2).add(1);
+}
+
+/** The gradient of a reduce's input, from the reduce u over x (keepdim shape) and its output gradient g. */
+const REDUCE_RULES: Record<ReduceOp, (g: UOp, u: UOp, x: UOp, axes: readonly number[]) => UOp> = {
+  [Ops.ADD]: (g, _u, x) => g.expand(x.shape!),
+  // ties share the gradient equally
+  [Ops.MAX]: (g, u, x, axes) => {
+    const hit = x.eq(u.expand(x.shape!));
+    const count = hit.where(g.constLike(1), g.constLike(0)).reduce(Ops.ADD, axes);
+    return hit.where(g.div(count).expand(x.shape!), 0);
+  },
+  // the product of the other elements: prod / x without zeros; at the only zero, the product of the rest
+  [Ops.MUL]: (g, _u, x, axes) => {
+    const nonzero = x.ne(0);
+    const zeros = nonzero.where(g.constLike(0), g.constLike(1)).reduce(Ops.ADD, axes).expand(x.shape!);
+    const rest = nonzero.where(x, 1).reduce(Ops.MUL, axes).expand(x.shape!);
+    const others = nonzero.where(zeros.eq(0).where(rest.div(x), 0), zeros.eq(1).where(rest, 0));
+    return g.expand(x.shape!).mul(others);
+  },
+};
+
+/** The derivative rules. null: no gradient flows through the op (the walk stops there). */
+const RULES: Partial<Record<Ops, Rule | null>> = {
+  [Ops.ADD]: (g) => [g, g],
+  [Ops.MUL]: (g, u) => [g.mul(u.src[1]!), g.mul(u.src[0]!)],
+  // ties share the gradient equally (relu and abs get 1/2 and 0 at 0)
+  [Ops.MAX]: (g, u) => {
+    const [x, y] = u.src as [UOp, UOp];
+    const toX = x.lt(y).where(g.constLike(0), y.lt(x).where(g.constLike(1), g.constLike(0.5)));
+    const toY = y.lt(x).where(g.constLike(0), x.lt(y).where(g.constLike(1), g.constLike(0.5)));
+    return [g.mul(toX), g.mul(toY)];
+  },
+  [Ops.RECIP]: (g, u) => [g.mul(u.mul(u)).neg()],
+  [Ops.SQRT]: (g, u) => [g.div(u.mul(2))],
+  [Ops.EXP2]: (g, u) => [g.mul(u).mul(Math.LN2)],
+  [Ops.LOG2]: (g, u) => [g.div(u.src[0]!.mul(Math.LN2))],
+  [Ops.SIN]: (g, u) => [g.mul(cos(u.src[0]!))],
+  [Ops.WHERE]: (g, u) => [undefined, u.src[0]!.where(g, 0), u.src[0]!.where(0, g)],
+  [Ops.CAST]: (g, u) => [g.cast(u.src[0]!.dtype)],
+  [Ops.REDUCE]: (g, u) => {
+    const { op, axes } = u.arg as ArgOf<Ops.REDUCE>;
+    return [REDUCE_RULES[op](g, u, u.src[0]!, axes)];
+  },
+  [Ops.RESHAPE]: (g, u) => [g.reshape(u.src[0]!.shape!)],
+  [Ops.PERMUTE]: (g, u) => {
+    const inverse: number[] = [];
+    (u.arg as ArgOf<Ops.PERMUTE>).forEach((a, i) => {
+      inverse[a] = i;
+    });
+    return [g.permute(inverse)];
+  },
+  [Ops.EXPAND]: (g, u) => [sumTo(g, u.src[0]!.shape!)],
+  [Ops.PAD]: (g, u) => [g.shrink(u.src[1]!.sizes, u.src[0]!.shape!)],
+  [Ops.SHRINK]: (g, u) => [g.pad(u.src[1]!.sizes, u.src[0]!.shape!)],
+  [Ops.FLIP]: (g, u) => [g.flip(u.arg as ArgOf<Ops.FLIP>)],
+  [Ops.CONTIGUOUS]: (g) => [g],
+  [Ops.CONTIGUOUSBACKWARD]: (g) => [UOp.make(Ops.CONTIGUOUS, [g])],
+  [Ops.DETACH]: null,
+  // piecewise constant, or not arithmetic on the value: zero gradient
+  [Ops.TRUNC]: null,
+  [Ops.CMPLT]: null,
+  [Ops.CMPNE]: null,
+  [Ops.BITCAST]: null,
+  [Ops.IDIV]: null,
+  [Ops.MOD]: null,
+  [Ops.AND]: null,
+  [Ops.OR]: null,
+  [Ops.XOR]: null,
+  [Ops.SHL]: null,
+  [Ops.SHR]: null,
+  [Ops.THREEFRY]: null,
+};
+
+/**
+ * The nodes of `order` (a toposort) that a gradient flows through from a seed: the seeds, and every float node
+ * of a differentiable op with a source among them.
+ */
+export function gradientPath(order: readonly UOp[], seed: (u: UOp) => boolean): Set<UOp> {
+  const onPath = new Set<UOp>();
+  for (const u of order)
+    if (seed(u) || (u.dtype.isFloat && RULES[u.op] !== null && u.src.some((s) => onPath.has(s))))
+      onPath.add(u);
+  return onPath;
+}
+
+/**
+ * The gradient of root (whose own gradient is rootGrad) with respect to each target it depends on through
+ * differentiable ops. Only nodes on a path from a target to root are visited, in reverse topological order
+ * (no recursion); a target absent from the result gets no gradient.
+ */
+export function computeGradients(root: UOp, rootGrad: UOp, wanted: ReadonlySet<UOp>): Map<UOp, UOp> {
+  // gradients flow through functions once their bodies are inlined; a target may be a function's output
+  const [resolvedRoot, ...resolvedTargets] = resolveFunctions([root, ...wanted]);
+  root = resolvedRoot!;
+  const targets = new Set(resolvedTargets);
+  const order = root.toposort();
+  // gradients are real-valued: integer and bool nodes carry none
+  const onPath = gradientPath(order, (u) => targets.has(u));
+  const grads = new Map<UOp, UOp>();
+  if (onPath.has(root)) grads.set(root, rootGrad);
+  for (let i = order.length - 1; i >= 0; i--) {
+    const u = order[i]!;
+    const g = grads.get(u);
+    if (g === undefined || !u.src.some((s) => onPath.has(s))) continue;
+    const rule = RULES[u.op];
+    if (rule === null) continue; // a target computed by an op without gradient
+    if (rule === undefined)
+      throw new Error(
+        `gradient: no derivative rule for ${opName(u.op)} (shape ${fmtShape(u.shape)}), which lies between the loss and a target`,
+      );
+    const srcGrads = rule(g, u);
+    u.src.forEach((s, k) => {
+      const sg = srcGrads[k];
+      if (sg === undefined || !onPath.has(s)) return;
+      const fitted = sumTo(sg, s.shape!);
+      const prev = grads.get(s);
+      grads.set(s, prev === undefined ? fitted : prev.add(fitted));
+    });
+  }
+  const out = new Map<UOp, UOp>();
+  [...wanted].forEach((t, i) => {
+    const g = grads.get(resolvedTargets[i]!);
+    if (g !== undefined) out.set(t, g);
+  });
+  return out;
+}

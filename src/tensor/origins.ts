@@ -1,0 +1,105 @@
+// Autograd across realize: the graph each realized buffer was computed from, kept while gradients may still
+// flow through it, and a write count per buffer so that no gradient reads values an assign has replaced since.
+import { isReleased } from '../engine/buffers.ts';
+import { Ops } from '../uop/ops.ts';
+import { substitute } from '../uop/pattern.ts';
+import { fmtShape } from '../uop/shape.ts';
+import type { UOp } from '../uop/uop.ts';
+import { gradientPath } from './autograd.ts';
+
+interface Origin {
+  graph: UOp;
+  /** Every buffer the graph reads, and the buffer holding its value, with their write counts then. */
+  reads: Map<UOp, number>;
+}
+
+// Keyed by BUFFER node, so an origin (and the buffers its graph reads) lives exactly as long as the node,
+// which is as long as a tensor or a graph holds the realized value. Disposing the tensor keeps the origin:
+// a graph that read the freed buffer can still take gradients through what it was computed from.
+const origins = new WeakMap<UOp, Origin>();
+const writes = new WeakMap<UOp, number>();
+const writeCount = (buf: UOp) => writes.get(buf) ?? 0;
+
+/** The value a realize computes for a tensor's graph: an assign's (STORE's) value, else the graph itself. */
+function computedValue(graph: UOp): UOp {
+  return graph.op === Ops.AFTER ? graph.src[1]!.src[1]! : graph;
+}
+
+/**
+ * Before a realize: for each graph (undefined: a tensor that is itself a gradient target), the origin its
+ * result will have, if a gradient can flow from it to one of `targets` (the buffers of tensors with
+ * requiresGrad) directly or through buffers that have origins. An assign whose value reads its own buffer
+ * (an optimizer's moments, a running mean) gets none: the origin would read the value it replaces.
+ */
+export function originsOf(
+  graphs: readonly (UOp | undefined)[],
+  targets: ReadonlySet<UOp>,
+): (Origin | undefined)[] {
+  return graphs.map((graph) => {
+    if (graph === undefined || graph.op === Ops.BUFFER) return undefined;
+    const value = computedValue(graph);
+    const order = value.toposort();
+    if (graph.op === Ops.AFTER && order.includes(graph.src[0]!)) return undefined;
+    const onPath = gradientPath(order, (u) => targets.has(u) || origins.has(u));
+    if (!onPath.has(value)) return undefined;
+    const reads = new Map<UOp, number>();
+    for (const u of order) if (u.op === Ops.BUFFER) reads.set(u, writeCount(u));
+    return { graph: value, reads };
+  });
+}
+
+/**
+ * After a realize: each graph's result buffer gets the origin found before it (or loses an old one), and the
+ * buffer an assign wrote counts one more write. A result that is one of its graph's own inputs (the graph
+ * was a view of a buffer) keeps that buffer's origin.
+ */
+export function noteRealized(
+  graphs: readonly UOp[],
+  results: readonly UOp[],
+  found: readonly (Origin | undefined)[] | undefined,
+): void {
+  graphs.forEach((graph, i) => {
+    const buf = results[i]!;
+    if (buf.op !== Ops.BUFFER || graph === buf) return;
+    const origin = found?.[i];
+    if (graph.op === Ops.AFTER) writes.set(buf, writeCount(buf) + 1);
+    else if (origin?.reads.has(buf)) return;
+    if (origin === undefined) origins.delete(buf);
+    else {
+      origin.reads.set(buf, writeCount(buf));
+      origins.set(buf, origin);
+    }
+  });
+}
+
+/**
+ * root with every buffer that has an origin replaced by the graph it was computed from, again and again
+ * until none is left, except the buffers in `keep` (the gradient targets themselves). Also gives the way
+ * back: each graph that was put in, to the buffer that holds its value, so that a gradient graph reads
+ * realized values instead of computing them again. Throws, naming `op`, if an assign has written a buffer
+ * since a graph put in read it (the gradient would read the new values).
+ */
+export function throughOrigins(
+  op: string,
+  root: UOp,
+  keep: ReadonlySet<UOp>,
+): { root: UOp; realized: Map<UOp, UOp> } {
+  const realized = new Map<UOp, UOp>();
+  for (;;) {
+    const expand = new Map<UOp, UOp>();
+    for (const u of root.toposort()) {
+      const origin = u.op === Ops.BUFFER && !keep.has(u) ? origins.get(u) : undefined;
+      if (origin === undefined) continue;
+      for (const [buf, count] of origin.reads)
+        if (writeCount(buf) !== count)
+          throw new Error(
+            `${op}: the loss was computed from a buffer ${fmtShape(buf.shape)} ${buf.dtype.name} that assign() has written since (an optimizer step?), so its gradient would use the new values; take gradients before writing the tensors the loss was computed from`,
+          );
+      expand.set(u, origin.graph);
+      // a disposed tensor's buffer is gone: the gradient computes its value again
+      if (!isReleased(u)) realized.set(origin.graph, u);
+    }
+    if (expand.size === 0) return { root, realized };
+    root = substitute(root, expand);
+  }
+}
