@@ -197,3 +197,117 @@ describe('dtype method errors', () => {
     );
   });
 });
+
+// --- type promotion beside tensors: JS scalars, sums ---------------------------------------------------
+
+describe('promotion of JS scalars beside a tensor (pinned table)', () => {
+  // row: the tensor's dtype; columns: + true, + 3, + 2.5, + 2 ** 40, + 5n. tinygrad's weak scalars, stored.
+  const table: [string, string, string, string, string, string][] = [
+    ['bool', 'bool', 'int32', 'float32', 'int64', 'int32'],
+    ['int8', 'int8', 'int8', 'float32', 'int8', 'int8'],
+    ['int16', 'int16', 'int16', 'float32', 'int16', 'int16'],
+    ['int32', 'int32', 'int32', 'float32', 'int32', 'int32'],
+    ['int64', 'int64', 'int64', 'float32', 'int64', 'int64'],
+    ['uint8', 'uint8', 'uint8', 'float32', 'uint8', 'uint8'],
+    ['uint16', 'uint16', 'uint16', 'float32', 'uint16', 'uint16'],
+    ['uint32', 'uint32', 'uint32', 'float32', 'uint32', 'uint32'],
+    ['uint64', 'uint64', 'uint64', 'float32', 'uint64', 'uint64'],
+    ['float16', 'float16', 'float16', 'float16', 'float16', 'float16'],
+    ['bfloat16', 'bfloat16', 'bfloat16', 'bfloat16', 'bfloat16', 'bfloat16'],
+    ['float32', 'float32', 'float32', 'float32', 'float32', 'float32'],
+    ['float64', 'float64', 'float64', 'float64', 'float64', 'float64'],
+  ];
+  const scalars = [true, 3, 2.5, 2 ** 40, 5n] as const;
+  it('add, in either order, and where', () => {
+    expect(table.map((r) => r[0]).sort()).toEqual(VALUE_DTYPES.map((d) => d.name).sort());
+    const got = table.map(([name]) => {
+      const t = Tensor.zeros([2], { dtype: name as 'int8', device: 'JS' });
+      return [name, ...scalars.map((s) => t.add(s).dtype.name)];
+    });
+    expect(got).toEqual(table);
+    for (const [name, ...want] of table) {
+      const t = Tensor.zeros([2], { dtype: name as 'int8', device: 'JS' });
+      const cond = new Tensor([true, false], { device: 'JS' });
+      scalars.forEach((s, i) => {
+        expect(cond.where(t, s).dtype.name, `${name} where ${s}`).toBe(want[i]);
+        expect(cond.where(s, t).dtype.name, `${s} where ${name}`).toBe(want[i]);
+      });
+    }
+  });
+
+  it("two scalars in where take the JS values' default dtype", () => {
+    const cond = new Tensor([true, false], { device: 'JS' });
+    expect(cond.where(3.5, 3).dtype).toBe(dtypes.float32);
+    expect(cond.where(3, true).dtype).toBe(dtypes.int32);
+    expect(cond.where(false, true).dtype).toBe(dtypes.bool);
+  });
+
+  for (const device of DEVICES)
+    it(`values on ${device}: bool + a big integer widens, ints + 2.5 go to float, small ints wrap`, () => {
+      const b = new Tensor([true, false], { device });
+      expect(b.add(2 ** 40).tolist()).toEqual([2 ** 40 + 1, 2 ** 40]);
+      expect(b.add(3).tolist()).toEqual([4, 3]);
+      expect(new Tensor([1, -2], { device, dtype: 'int64' }).add(2.5).tolist()).toEqual([3.5, 0.5]);
+      expect(new Tensor([100, -100], { device, dtype: 'int8' }).add(100).tolist()).toEqual([-56, 0]);
+      const s = new Tensor([-1, 2], { device, dtype: 'int64' }).add(
+        new Tensor([3, 2 ** 40], { device, dtype: 'uint64' }),
+      );
+      expect([s.dtype, s.tolist()]).toEqual([dtypes.float32, [2, Math.fround(2 ** 40 + 2)]]);
+    });
+});
+
+for (const device of DEVICES)
+  describe(`sum accumulates as tinygrad's sum_acc_dtype on ${device}`, () => {
+    it('small ints widen to int32/uint32 and do not overflow', () => {
+      const i8 = new Tensor([100, 100, 100, -50], { device, dtype: 'int8' });
+      expect([i8.sum().dtype, i8.sum().item()]).toEqual([dtypes.int32, 250]);
+      const u8 = new Tensor([200, 200, 255], { device, dtype: 'uint8' });
+      expect([u8.sum().dtype, u8.sum().item()]).toEqual([dtypes.uint32, 655]);
+      const i16 = new Tensor([30000, 30000], { device, dtype: 'int16' });
+      expect([i16.sum().dtype, i16.sum().item()]).toEqual([dtypes.int32, 60000]);
+      const u16 = new Tensor([60000, 60000], { device, dtype: 'uint16' });
+      expect([u16.sum().dtype, u16.sum().item()]).toEqual([dtypes.uint32, 120000]);
+      const b = new Tensor([true, true, false], { device });
+      expect([b.sum().dtype, b.sum().item()]).toEqual([dtypes.int32, 2]);
+      expect(new Tensor([1, 2], { device, dtype: 'int64' }).sum().dtype).toBe(dtypes.int64);
+      expect(new Tensor([1, 2], { device, dtype: 'uint64' }).sum().dtype).toBe(dtypes.uint64);
+    });
+
+    it('over axes of a non-contiguous int8 tensor, with keepdim, negative axes and zero-size axes', () => {
+      const vals = [120, 120, -120, 7, 100, 27];
+      const x = new Tensor(vals, { device, dtype: 'int8' }).reshape([2, 3]).permute([1, 0]); // (3, 2)
+      expect(x.sum(-1).tolist()).toEqual([120 + 7, 120 + 100, -120 + 27]);
+      expect(x.sum(0, true).tolist()).toEqual([[120 + 120 - 120, 7 + 100 + 27]]);
+      const empty = Tensor.zeros([0, 3], { device, dtype: 'int8' }).sum(0);
+      expect([empty.dtype, empty.tolist()]).toEqual([dtypes.int32, [0, 0, 0]]);
+    });
+
+    it('float16 and bfloat16 add up in float32 and come back in their dtype', () => {
+      // in float16, 2048 + 1 rounds back to 2048; in float32 the eight ones all count
+      const h = new Tensor([2048, 1, 1, 1, 1, 1, 1, 1, 1], { device, dtype: 'float16' });
+      expect([h.sum().dtype, h.sum().item()]).toEqual([dtypes.float16, 2056]);
+      const b = new Tensor([256, 1, 1, 1, 1], { device, dtype: 'bfloat16' });
+      expect([b.sum().dtype, b.sum().item()]).toEqual([dtypes.bfloat16, 260]);
+    });
+
+    it("cumsum follows sum; mean gives float32 for ints; prod keeps the dtype; matmul keeps its operands'", () => {
+      const c = new Tensor([100, 100, 100], { device, dtype: 'int8' }).cumsum();
+      expect([c.dtype, c.tolist()]).toEqual([dtypes.int32, [100, 200, 300]]);
+      expect(new Tensor([1, 2], { device, dtype: 'int8' }).mean().dtype).toBe(dtypes.float32);
+      expect(new Tensor([3, 4], { device, dtype: 'int8' }).prod().dtype).toBe(dtypes.int8);
+      const m = new Tensor([[100, 100]], { device, dtype: 'int8' }).matmul(
+        new Tensor([[1], [1]], { device, dtype: 'int8' }),
+      );
+      expect([m.dtype, m.tolist()]).toEqual([dtypes.int8, [[-56]]]); // (200 wraps in int8, as tinygrad)
+      const a = Tensor.arange(4, undefined, 1, { device, dtype: 'int8' });
+      expect([a.dtype, a.tolist()]).toEqual([dtypes.int8, [0, 1, 2, 3]]);
+    });
+  });
+
+describe('sum gradient keeps the input dtype', () => {
+  it('float16 sum: the gradient is float16 ones', () => {
+    const x = new Tensor([1, 2, 3], { device: 'JS', dtype: 'float16', requiresGrad: true });
+    const [g] = Tensor.gradient(x.sum().float(), [x]);
+    expect([g!.dtype, g!.tolist()]).toEqual([dtypes.float16, [1, 1, 1]]);
+  });
+});
