@@ -236,7 +236,7 @@ const latticeParents = new Map<DType, readonly DType[]>([
 ]);
 
 /** The float a mixed signed/uint64 operation computes in (tinygrad's and PyTorch's default float). */
-export const defaultFloat = float32;
+const defaultFloat = float32;
 
 function upperSet(d: DType): Set<DType> {
   const out = new Set<DType>([d]);
