@@ -8,6 +8,7 @@ export {
   PtrDType,
   promote,
   promoteAll,
+  sumAccDType,
   truncate,
 } from './dtype.ts';
 export { type Jitted, jit } from './engine/jit.ts';

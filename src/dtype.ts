@@ -189,16 +189,18 @@ function scalarRange(d: DType): readonly [number, number] {
 }
 
 // ---------------------------------------------------------------------------------------------------
-// Promotion lattice. An edge a -> b means a's values fit in b (b is "wider"):
+// Promotion lattice (tinygrad's promo_lattice, after JAX's). An edge a -> b means a's values fit in b:
 //   bool -> int8, uint8
-//   int8 -> int16 -> int32 -> int64 -> uint64;   uintN -> uint(2N) and int(2N) (uint8 -> int16, ...)
-//   uint64 -> index (the type of index arithmetic sits above every storable integer)
+//   int8 -> int16 -> int32 -> int64;   uintN -> uint(2N) and int(2N) (uint8 -> int16, ...)
+//   int64, uint64 -> index (the type of index arithmetic sits above every storable integer)
 //   index -> float16, bfloat16 (an integer meeting a float becomes that float)
 //   float16, bfloat16 -> float32 -> float64
-// promote(a, b) is the least common upper bound. Every pair has exactly one, so promote is commutative and
-// associative: int64 + uint64 gives uint64 (as tinygrad does), index absorbs bool and integers and yields to
-// floats, and float16 + bfloat16 gives float32. (A tie such as "int64 + uint64 is float16 or bfloat16" would
-// break associativity: (int8 + uint64) + float16 and int8 + (uint64 + float16) would differ.)
+// promote(a, b) is the least common upper bound; every pair has exactly one. No storable integer holds both
+// a signed integer and uint64: they meet at index, and promote gives the default float, float32, there
+// instead (tinygrad's weakfloat, which is float32 once stored). float16 + bfloat16 gives float32.
+// That one rule costs associativity where a float16, bfloat16 or index joins later: (int8 + uint64) + float16
+// is float32 + float16 = float32, int8 + (uint64 + float16) is float16. promoteAll takes the bound of the whole
+// set at once (float16 there), so its answer does not depend on the order.
 
 const {
   bool,
@@ -221,7 +223,7 @@ const latticeParents = new Map<DType, readonly DType[]>([
   [int8, [int16]],
   [int16, [int32]],
   [int32, [int64]],
-  [int64, [uint64]],
+  [int64, [index]],
   [uint8, [int16, uint16]],
   [uint16, [int32, uint32]],
   [uint32, [int64, uint64]],
@@ -233,6 +235,9 @@ const latticeParents = new Map<DType, readonly DType[]>([
   [float64, []],
 ]);
 
+/** The float a mixed signed/uint64 operation computes in (tinygrad's and PyTorch's default float). */
+const defaultFloat = float32;
+
 function upperSet(d: DType): Set<DType> {
   const out = new Set<DType>([d]);
   for (const x of out) for (const p of latticeParents.get(x) ?? []) out.add(p);
@@ -240,31 +245,46 @@ function upperSet(d: DType): Set<DType> {
 }
 const upperSets = new Map([...latticeParents.keys()].map((d) => [d, upperSet(d)]));
 
-function leastUpper(a: DType, b: DType): DType {
-  const ua = upperSets.get(a)!;
-  const common = [...upperSets.get(b)!].filter((d) => ua.has(d));
-  // the lattice gives every pair one minimal common bound: the one below all the others
-  return common.find((d) => common.every((o) => upperSets.get(d)!.has(o)))!;
+/** The least upper bound of ds in the lattice, or defaultFloat where storable integers meet at index. */
+function leastUpper(op: string, ds: readonly DType[]): DType {
+  for (const d of ds)
+    if (!upperSets.has(d))
+      throw new Error(
+        `${op}: no common dtype for ${ds.map((x) => x.name).join(' and ')}; only scalar dtypes promote`,
+      );
+  const common = [...upperSets.get(ds[0]!)!].filter((c) => ds.every((d) => upperSets.get(d)!.has(c)));
+  // the lattice gives every set one minimal common bound: the one below all the others
+  const lub = common.find((c) => common.every((o) => upperSets.get(c)!.has(o)))!;
+  return lub === index && !ds.includes(index) ? defaultFloat : lub;
 }
 
 const promoteCache = new Map<DType, Map<DType, DType>>();
 
 /** The dtype two operands are promoted to before a binary op (see the lattice above). */
 export function promote(a: DType, b: DType): DType {
-  if (a === b) return a;
-  if (a.count !== 1 || b.count !== 1 || a.isPtr || b.isPtr || a.kind === 'void' || b.kind === 'void')
-    throw new Error(`promote: no common dtype for ${a.name} and ${b.name}; only scalar dtypes promote`);
+  if (a === b && upperSets.has(a)) return a;
   let row = promoteCache.get(a);
   if (row === undefined) promoteCache.set(a, (row = new Map()));
   let r = row.get(b);
-  if (r === undefined) row.set(b, (r = leastUpper(a, b)));
+  if (r === undefined) row.set(b, (r = leastUpper('promote', [a, b])));
   return r;
 }
 
-/** promote over any number of dtypes. */
+/** The common dtype of any number of dtypes: their least upper bound taken at once (see the lattice above). */
 export function promoteAll(...ds: DType[]): DType {
   if (ds.length === 0) throw new Error('promoteAll: needs at least one dtype');
-  return ds.reduce(promote);
+  return ds.length <= 2 ? promote(ds[0]!, ds.at(-1)!) : leastUpper('promoteAll', ds);
+}
+
+/**
+ * The dtype sum() accumulates in (tinygrad's sum_acc_dtype): bool and signed integers in at least int32,
+ * unsigned ones in at least uint32, floats in at least float32. sum() of float16 and bfloat16 casts the
+ * result back to the input's dtype; integers keep the wider one.
+ */
+export function sumAccDType(d: DType): DType {
+  if (d.isUnsigned) return promote(d, uint32);
+  if (d.isInt || d.isBool) return promote(d, int32);
+  return promote(d, float32);
 }
 
 // ---------------------------------------------------------------------------------------------------

@@ -22,6 +22,7 @@ import {
   roundFloat16,
   scalarDTypes,
   storageView,
+  sumAccDType,
   toStorage,
   truncate,
   writeElement,
@@ -169,8 +170,11 @@ describe('promotion lattice', () => {
     [uint32, int32, int64],
     [uint8, int32, int32],
     [uint32, int8, int64],
-    [uint64, int64, uint64],
-    [uint64, int8, uint64],
+    // no integer holds a signed one and uint64: the default float (tinygrad's weakfloat, stored)
+    [uint64, int64, float32],
+    [uint64, int8, float32],
+    [uint64, uint32, uint64],
+    [uint64, bool, uint64],
     // int + float gives the float, whatever the widths
     [int64, float16, float16],
     [uint64, bfloat16, bfloat16],
@@ -196,8 +200,15 @@ describe('promotion lattice', () => {
     expect(promote(b, a)).toBe(want);
   });
 
-  it('is idempotent, commutative and associative over all scalar dtypes (exhaustive)', () => {
+  it('is idempotent and commutative, and associative but for a signed int, uint64 and a 16-bit float or index (exhaustive)', () => {
     const bad: string[] = [];
+    const sints = [int8, int16, int32, int64];
+    // the one documented exception: a + b resolves to float32 before a 16-bit float (or index) joins
+    const mixed = (ds: DType[]) =>
+      ds.some((d) => sints.includes(d)) &&
+      ds.includes(uint64) &&
+      ds.some((d) => d === float16 || d === bfloat16 || d === index);
+    let exempt = 0;
     for (const a of promotable) {
       if (promote(a, a) !== a) bad.push(`${a} + ${a}`);
       for (const b of promotable) {
@@ -206,11 +217,75 @@ describe('promotion lattice', () => {
         for (const c of promotable) {
           const l = promote(ab, c);
           const r = promote(a, promote(b, c));
-          if (l !== r) bad.push(`(${a} + ${b}) + ${c} = ${l} but ${a} + (${b} + ${c}) = ${r}`);
+          if (l !== r && mixed([a, b, c])) exempt++;
+          else if (l !== r) bad.push(`(${a} + ${b}) + ${c} = ${l} but ${a} + (${b} + ${c}) = ${r}`);
+          // promoteAll takes the bound of the set, whatever the order
+          if (promoteAll(a, b, c) !== promoteAll(c, a, b) || promoteAll(a, b, c) !== promoteAll(b, c, a))
+            bad.push(`promoteAll(${a}, ${b}, ${c}) depends on the order`);
         }
       }
     }
     expect(bad).toEqual([]);
+    expect(exempt).toBeGreaterThan(0); // the exception exists: the check above can see it
+  });
+
+  // The whole table over the storable dtypes, row + column. `f32*` marks where tinygrad gives its weakfloat
+  // (float32 once stored): a signed integer with uint64. Everything else is tinygrad's least_upper_dtype.
+  const order = [
+    bool,
+    int8,
+    int16,
+    int32,
+    int64,
+    uint8,
+    uint16,
+    uint32,
+    uint64,
+    float16,
+    bfloat16,
+    float32,
+    float64,
+  ];
+  const short: Record<string, string> = {
+    bool: 'b',
+    int8: 'i8',
+    int16: 'i16',
+    int32: 'i32',
+    int64: 'i64',
+    uint8: 'u8',
+    uint16: 'u16',
+    uint32: 'u32',
+    uint64: 'u64',
+    float16: 'f16',
+    bfloat16: 'bf16',
+    float32: 'f32',
+    float64: 'f64',
+  };
+  const table = `
+         b    i8   i16  i32  i64  u8   u16  u32  u64  f16  bf16 f32  f64
+    b    b    i8   i16  i32  i64  u8   u16  u32  u64  f16  bf16 f32  f64
+    i8   i8   i8   i16  i32  i64  i16  i32  i64  f32* f16  bf16 f32  f64
+    i16  i16  i16  i16  i32  i64  i16  i32  i64  f32* f16  bf16 f32  f64
+    i32  i32  i32  i32  i32  i64  i32  i32  i64  f32* f16  bf16 f32  f64
+    i64  i64  i64  i64  i64  i64  i64  i64  i64  f32* f16  bf16 f32  f64
+    u8   u8   i16  i16  i32  i64  u8   u16  u32  u64  f16  bf16 f32  f64
+    u16  u16  i32  i32  i32  i64  u16  u16  u32  u64  f16  bf16 f32  f64
+    u32  u32  i64  i64  i64  i64  u32  u32  u32  u64  f16  bf16 f32  f64
+    u64  u64  f32* f32* f32* f32* u64  u64  u64  u64  f16  bf16 f32  f64
+    f16  f16  f16  f16  f16  f16  f16  f16  f16  f16  f16  f32  f32  f64
+    bf16 bf16 bf16 bf16 bf16 bf16 bf16 bf16 bf16 bf16 f32  bf16 f32  f64
+    f32  f32  f32  f32  f32  f32  f32  f32  f32  f32  f32  f32  f32  f64
+    f64  f64  f64  f64  f64  f64  f64  f64  f64  f64  f64  f64  f64  f64`;
+
+  it("pins the whole table over the storable dtypes (tinygrad's, weakfloat stored as float32)", () => {
+    const rows = table
+      .trim()
+      .split('\n')
+      .slice(1)
+      .map((r) => r.trim().split(/\s+/));
+    const got = order.map((a) => [short[a.name], ...order.map((b) => short[promote(a, b).name])]);
+    const want = rows.map((r) => r.map((x) => x.replace('*', '')));
+    expect(got).toEqual(want);
   });
 
   it('gives an upper bound: the result is never narrower than an operand of the same family', () => {
@@ -230,14 +305,42 @@ describe('promotion lattice', () => {
     expect(promoteAll(bool)).toBe(bool);
     expect(promoteAll(int8, uint8, bool)).toBe(int16);
     expect(promoteAll(int8, uint64, float16)).toBe(float16);
+    expect(promoteAll(int8, uint64)).toBe(float32);
+    expect(promoteAll(uint64, float16, int64)).toBe(float16); // the set's bound, not pairwise float32
+    expect(promoteAll(int64, index, uint64)).toBe(index);
     expect(promoteAll(float16, int32, bfloat16)).toBe(float32);
     expect(() => promoteAll()).toThrow(/at least one/);
+  });
+
+  it("sumAccDType: tinygrad's sum_acc_dtype for every dtype", () => {
+    const want: [DType, DType][] = [
+      [bool, int32],
+      [int8, int32],
+      [int16, int32],
+      [int32, int32],
+      [int64, int64],
+      [uint8, uint32],
+      [uint16, uint32],
+      [uint32, uint32],
+      [uint64, uint64],
+      [float16, float32],
+      [bfloat16, float32],
+      [float32, float32],
+      [float64, float64],
+      [index, index],
+    ];
+    expect(want.map(([d]) => d).sort()).toEqual(promotable.slice().sort());
+    for (const [d, acc] of want) expect(sumAccDType(d), d.name).toBe(acc);
   });
 
   it('rejects void, vectors and pointers, naming both dtypes', () => {
     expect(() => promote(dtypes.void, int8)).toThrow(/no common dtype for void and int8/);
     expect(() => promote(float32.vec(4), float32)).toThrow(/float32x4 and float32.*only scalar/);
     expect(() => promote(float32.ptr(), int32)).toThrow(/float32\* and int32/);
+    expect(() => promoteAll(int8, float16, dtypes.void)).toThrow(
+      /promoteAll: no common dtype for int8 and float16 and void; only scalar dtypes promote/,
+    );
+    expect(() => sumAccDType(float32.vec(2))).toThrow(/no common dtype for float32x2 and float32/);
   });
 });
 

@@ -2,6 +2,7 @@
 export { type NestedArray, Tensor, type TensorData, type TensorOptions } from './tensor.ts';
 
 import './creation.ts';
+import './dtype-methods.ts';
 import './elementwise.ts';
 
 export type { Index, Slice } from './movement.ts';

@@ -8,6 +8,7 @@ import {
   fromStorage,
   promote,
   type StorageArray,
+  sumAccDType,
   toDType,
   toStorage,
   truncate,
@@ -289,7 +290,7 @@ export class Tensor {
     const t =
       sums === undefined
         ? new Tensor([], inner)
-        : (len === n ? sums : sums.shrink([[0, n]])).add(start - step);
+        : (len === n ? sums : sums.shrink([[0, n]])).add(start - step).cast(dtype);
     t.requiresGrad = opts.requiresGrad ?? false;
     return t;
   }
@@ -356,7 +357,9 @@ export class Tensor {
     if (typeof y === 'boolean') return this.dtype;
     if (typeof y === 'number' && !Number.isInteger(y))
       return this.dtype.isFloat ? this.dtype : dtypes.float32;
-    return this.dtype === dtypes.bool ? dtypes.int32 : this.dtype;
+    if (this.dtype !== dtypes.bool) return this.dtype;
+    // an integer beside bools: int32, or int64 where int32 cannot hold it (tinygrad's weakint does the same)
+    return y >= dtypes.int32.min && y <= dtypes.int32.max ? dtypes.int32 : dtypes.int64;
   }
 
   /** @internal A scalar as a tensor beside this one; a tensor checked to be on this device. */
@@ -669,9 +672,13 @@ export class Tensor {
     const r = splitReduce(this, op, axes) ?? this.wrap(this.uop.reduce(op, axes));
     return keepdim ? r : r.reshape(this.shape.filter((_, i) => !axes.includes(i)));
   }
+  /**
+   * Sum along the axes, accumulated as tinygrad's sum does (sumAccDType): bool and small integers give
+   * int32 (uint32 if unsigned), float16 and bfloat16 add up in float32 and come back in their own dtype.
+   */
   sum(axis?: number | readonly number[], keepdim = false): Tensor {
-    const x = this.dtype === dtypes.bool ? this.cast(dtypes.int32) : this;
-    return x.reduceOp(Ops.ADD, axis, keepdim);
+    const s = this.cast(sumAccDType(this.dtype)).reduceOp(Ops.ADD, axis, keepdim);
+    return this.dtype.isFloat ? s.cast(this.dtype) : s;
   }
   prod(axis?: number | readonly number[], keepdim = false): Tensor {
     return this.reduceOp(Ops.MUL, axis, keepdim);
@@ -722,7 +729,10 @@ export class Tensor {
       );
     const x = this.ndim === 1 ? this.unsqueeze(0) : this;
     const y = w.ndim === 1 ? w.unsqueeze(-1) : w;
-    const out = readsPanels(x, y) ? panelProduct(x, y) : x.unsqueeze(-1).mul(y.unsqueeze(-3)).sum(-2);
+    // sum() widens small integers; the product keeps its operands' dtype, as in tinygrad
+    const out = (readsPanels(x, y) ? panelProduct(x, y) : x.unsqueeze(-1).mul(y.unsqueeze(-3)).sum(-2)).cast(
+      promote(x.dtype, y.dtype),
+    );
     // a vector operand's axis goes again (both: a scalar, as numpy's)
     const rowGone = this.ndim === 1 ? out.reshape(out.shape.slice(0, -2).concat(out.shape.slice(-1))) : out;
     return w.ndim === 1 ? rowGone.reshape(rowGone.shape.slice(0, -1)) : rowGone;
