@@ -1,6 +1,6 @@
 // Activations (hardswish, selu, mish, ...) and math (log10, inverse hyperbolics, lerp, logaddexp, isclose).
 import { type DType, dtypes } from '../dtype.ts';
-import { Tensor } from './tensor.ts';
+import { broadcastShape, Tensor } from './tensor.ts';
 
 export interface IsCloseOptions {
   /** Relative tolerance, a multiple of |other|. */
@@ -33,7 +33,7 @@ declare module './tensor.ts' {
     quickGelu(): Tensor;
     /** log(sigmoid(x)) as -softplus(-x): finite for large |x|. */
     logsigmoid(): Tensor;
-    /** x / (1 + |x|). */
+    /** x / (1 + |x|), ±1 at ±inf. */
     softsign(): Tensor;
     /** softmax(-x) along the axis. */
     softmin(axis?: number): Tensor;
@@ -83,8 +83,10 @@ const oddFrom = (x: Tensor, r: Tensor) => x.eq(0).where(x, x.lt(0).where(r.neg()
  */
 function log1p(y: Tensor): Tensor {
   const w = y.add(1);
-  const corrected = w.log().mul(y.div(w.sub(1)));
-  return w.eq(1).where(y, w.eq(Infinity).where(w, corrected));
+  const one = w.eq(1);
+  // the unused branch stays finite (no 0/0), so no NaN reaches the gradient through where
+  const corrected = w.log().mul(y.div(one.where(1, w.sub(1))));
+  return one.where(y, w.eq(Infinity).where(w, corrected));
 }
 
 /** exp(z) - 1 without cancellation near 0: 2t / (1 - t) with t = tanh(z/2) there, exp(z) - 1 elsewhere. */
@@ -99,22 +101,28 @@ function expm1(z: Tensor): Tensor {
 /** Whether the sign bit is set: x < 0, or x is -0 (1/-0 is -inf). */
 const signbit = (x: Tensor) => x.lt(0).bitwiseOr(x.eq(0).bitwiseAnd(x.reciprocal().lt(0)));
 
-/** A float tensor on this tensor's device from a number, or the tensor itself. */
-const asTensor = (x: Tensor, op: string, y: Tensor | number) => x.toTensor(op, y);
+/** y as a tensor beside x (a number takes x's dtype), checked to broadcast with x so errors name the op. */
+function operand(x: Tensor, op: string, y: Tensor | number): Tensor {
+  const t = x.toTensor(op, y);
+  broadcastShape(op, x.shape, t.shape);
+  return t;
+}
 
 // --- activations --------------------------------------------------------------------------------------
 
+// a clamp, not relu(x) - relu(x - 6) (tinygrad's), which is inf - inf = NaN at +inf
 Tensor.prototype.relu6 = function (this: Tensor): Tensor {
-  return this.relu().sub(this.sub(6).relu());
+  return this.clamp(0, 6);
 };
 
 Tensor.prototype.hardsigmoid = function (this: Tensor, alpha = 1 / 6, beta = 0.5): Tensor {
   return this.toFloat().mul(alpha).add(beta).clamp(0, 1);
 };
 
+// -inf * 0 would be NaN at -inf: the limit there is 0
 Tensor.prototype.hardswish = function (this: Tensor): Tensor {
   const x = this.toFloat();
-  return x.mul(x.add(3).relu6()).div(6);
+  return x.eq(-Infinity).where(-0, x.mul(x.add(3).relu6()).div(6));
 };
 
 Tensor.prototype.selu = function (this: Tensor, alpha = SELU_ALPHA, scale = SELU_SCALE): Tensor {
@@ -154,9 +162,10 @@ Tensor.prototype.logsigmoid = function (this: Tensor): Tensor {
   return this.toFloat().neg().softplus().neg();
 };
 
+// the limits ±1 at ±inf, where x / (1 + |x|) is inf / inf
 Tensor.prototype.softsign = function (this: Tensor): Tensor {
   const x = this.toFloat();
-  return x.div(x.abs().add(1));
+  return x.isinf().where(x.sign(), x.div(x.abs().add(1)));
 };
 
 Tensor.prototype.softmin = function (this: Tensor, axis = -1): Tensor {
@@ -174,20 +183,23 @@ Tensor.prototype.log10 = function (this: Tensor): Tensor {
 Tensor.prototype.asinh = function (this: Tensor): Tensor {
   const x = this.toFloat();
   const a = x.abs();
-  const small = a.lt(large(x.dtype));
+  const limit = large(x.dtype);
+  const small = a.lt(limit);
+  // each branch sees safe values where the other is taken (no overflow, no log(0))
   const s = small.where(a, 1);
   const near = log1p(s.add(s.square().div(s.square().add(1).sqrt().add(1))));
-  return oddFrom(x, small.where(near, a.log().add(Math.LN2)));
+  return oddFrom(x, small.where(near, small.where(limit, a).log().add(Math.LN2)));
 };
 
 // log1p(t + sqrt(t (x + 1))) with t = x - 1 (exact): accurate near 1; log(x) + log(2) for large x
 Tensor.prototype.acosh = function (this: Tensor): Tensor {
   const x = this.toFloat();
-  const small = x.lt(large(x.dtype));
+  const limit = large(x.dtype);
+  const small = x.lt(limit);
   const s = small.where(x, 1);
   const t = s.sub(1);
   const near = log1p(t.add(t.mul(s.add(1)).sqrt()));
-  return x.lt(1).where(NaN, small.where(near, x.log().add(Math.LN2)));
+  return x.lt(1).where(NaN, small.where(near, small.where(limit, x).log().add(Math.LN2)));
 };
 
 // log1p(2a / (1 - a)) / 2 for a = |x|: no cancellation near 0, inf at 1 (2/0), NaN beyond (log of < 0)
@@ -200,8 +212,9 @@ Tensor.prototype.atanh = function (this: Tensor): Tensor {
 // PyTorch's lerp: from the start for weight < 0.5, from the end otherwise, so both ends are exact
 Tensor.prototype.lerp = function (this: Tensor, end: Tensor | number, weight: Tensor | number): Tensor {
   const x = this.toFloat();
-  const e = asTensor(x, 'lerp', end);
-  const w = asTensor(x, 'lerp', weight);
+  const e = operand(x, 'lerp', end);
+  const w = operand(x, 'lerp', weight);
+  broadcastShape('lerp', broadcastShape('lerp', x.shape, e.shape), w.shape);
   const diff = e.sub(x);
   return w.lt(0.5).where(x.add(w.mul(diff)), e.sub(diff.mul(w.neg().add(1))));
 };
@@ -209,7 +222,7 @@ Tensor.prototype.lerp = function (this: Tensor, end: Tensor | number, weight: Te
 // zeros are chosen as constants so that the result's sign is exactly the other's sign bit
 Tensor.prototype.copysign = function (this: Tensor, other: Tensor | number): Tensor {
   const x = this.toFloat();
-  const o = asTensor(x, 'copysign', other);
+  const o = operand(x, 'copysign', other);
   const a = x.abs();
   const zero = x.eq(0);
   return signbit(o).where(zero.where(-0, a.neg()), zero.where(0, a));
@@ -218,7 +231,7 @@ Tensor.prototype.copysign = function (this: Tensor, other: Tensor | number): Ten
 // max(x, y) + log1p(exp(-|x - y|)); equal operands (infinities included) take log(2) via d = 0
 Tensor.prototype.logaddexp = function (this: Tensor, other: Tensor | number): Tensor {
   const x = this.toFloat();
-  const y = asTensor(x, 'logaddexp', other);
+  const y = operand(x, 'logaddexp', other);
   const d = x.eq(y).where(0, x.sub(y));
   return x.maximum(y).add(log1p(d.abs().neg().exp()));
 };
@@ -236,11 +249,12 @@ Tensor.prototype.isclose = function (
 ): Tensor {
   const { rtol = 1e-5, atol = 1e-8, equalNan = false } = opts;
   checkTolerances('isclose', rtol, atol);
-  const y = asTensor(this, 'isclose', other);
+  const y = operand(this, 'isclose', other);
   const equal = this.eq(y);
   const a = this.toFloat();
   const b = y.toFloat();
-  const near = a.sub(b).abs().le(b.abs().mul(rtol).add(atol));
+  // an infinite other is close only to itself (the tolerance would be infinite)
+  const near = a.sub(b).abs().le(b.abs().mul(rtol).add(atol)).bitwiseAnd(b.isfinite());
   const close = equal.bitwiseOr(near);
   return equalNan ? close.bitwiseOr(a.isnan().bitwiseAnd(b.isnan())) : close;
 };

@@ -1,7 +1,7 @@
 // Losses (cross entropy, nll, binary cross entropy) and functional nn (linear, batchnorm, normalize, varMean).
 import type { Axes } from './reduce.ts';
 import { reducedAxes } from './reduce.ts';
-import { Tensor } from './tensor.ts';
+import { broadcastShape, Tensor } from './tensor.ts';
 
 export type Reduction = 'mean' | 'sum' | 'none';
 
@@ -201,6 +201,8 @@ Tensor.prototype.binaryCrossentropyLogits = function (
 ): Tensor {
   const { reduction = 'mean', posWeight } = opts;
   checkSameShape('binaryCrossentropyLogits', this, y);
+  if (posWeight !== undefined)
+    broadcastShape('binaryCrossentropyLogits: posWeight', y.shape, posWeight.shape);
   const x = this.toFloat();
   const pos = y.mul(x.logsigmoid());
   const weighted = posWeight === undefined ? pos : pos.mul(posWeight);
@@ -217,7 +219,9 @@ Tensor.prototype.linear = function (this: Tensor, weight: Tensor, bias?: Tensor)
       `linear: input ${shapeStr(this)} and weight ${shapeStr(weight)}; weight needs shape (in, out) or (in) with in = the input's last axis`,
     );
   const out = weight.ndim === 1 ? this.mul(weight) : this.matmul(weight);
-  return bias === undefined ? out : out.add(bias);
+  if (bias === undefined) return out;
+  broadcastShape('linear: bias', out.shape, bias.shape);
+  return out.add(bias);
 };
 
 Tensor.prototype.batchnorm = function (
