@@ -185,6 +185,7 @@ function checkSameShape(op: string, x: Tensor, y: Tensor): void {
 
 Tensor.prototype.binaryCrossentropy = function (this: Tensor, y: Tensor, opts: LossOptions = {}): Tensor {
   const { reduction = 'mean' } = opts;
+  checkReduction('binaryCrossentropy', reduction);
   checkSameShape('binaryCrossentropy', this, y);
   const p = this.toFloat();
   // PyTorch clamps each log at -100, so a probability of exactly 0 or 1 gives a finite loss
@@ -200,9 +201,15 @@ Tensor.prototype.binaryCrossentropyLogits = function (
   opts: BceLogitsOptions = {},
 ): Tensor {
   const { reduction = 'mean', posWeight } = opts;
+  checkReduction('binaryCrossentropyLogits', reduction);
   checkSameShape('binaryCrossentropyLogits', this, y);
-  if (posWeight !== undefined)
-    broadcastShape('binaryCrossentropyLogits: posWeight', y.shape, posWeight.shape);
+  if (posWeight !== undefined) {
+    const s = broadcastShape('binaryCrossentropyLogits: posWeight', y.shape, posWeight.shape);
+    if (s.length !== y.ndim || !s.every((d, i) => d === y.shape[i]))
+      throw new Error(
+        `binaryCrossentropyLogits: posWeight ${shapeStr(posWeight)} must broadcast to the input's shape ${shapeStr(y)}`,
+      );
+  }
   const x = this.toFloat();
   const pos = y.mul(x.logsigmoid());
   const weighted = posWeight === undefined ? pos : pos.mul(posWeight);
