@@ -157,6 +157,16 @@ describe.each(DEVICES)('activations and unary math on %s', { timeout: 60_000 }, 
     expect(relErr(data(f64Tensor(zs, device).atanh()), zs.map(Math.atanh))).toBeLessThan(1e-14);
   });
 
+  it('inverse hyperbolics in float16: the large-x branch starts where x^2 would still fit', () => {
+    const x = f32Tensor([0.001, 0.5, 20, 31, 33, 100, 1000, 60000], device).half();
+    const xs = data(x.float());
+    close(data(x.asinh().float()), xs.map(Math.asinh), 2e-3);
+    close(data(x.acosh().float()), xs.map(Math.acosh), 2e-3);
+    const y = f32Tensor([0.001, -0.5, 0.999, 0.9995], device).half();
+    close(data(y.atanh().float()), data(y.float()).map(Math.atanh), 2e-3);
+    expect(x.asinh().dtype).toBe(dtypes.float16);
+  });
+
   it('inverse hyperbolics: signed zeros, infinities and values outside the domain', () => {
     const show = (t: Tensor) => data(t).map((v) => (Object.is(v, -0) ? '-0' : v));
     const x = f32Tensor([-0, 0, Infinity, -Infinity, NaN], device);
