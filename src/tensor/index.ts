@@ -11,9 +11,19 @@ import './movement.ts';
 import './random.ts';
 import './reduce.ts';
 import './nn.ts';
+import './activations.ts';
+import './losses.ts';
 import './gradient.ts';
 
+export type { IsCloseOptions } from './activations.ts';
 export { type FnOptions, fn, fnMethod } from './function.ts';
-
+export type {
+  BceLogitsOptions,
+  CrossEntropyLossOptions,
+  LossOptions,
+  NllLossOptions,
+  NormalizeOptions,
+  Reduction,
+} from './losses.ts';
 export type { AttentionOptions, ConvOptions, CrossEntropyOptions, Padding, PoolOptions, Size } from './nn.ts';
 export type { Axes } from './reduce.ts';
