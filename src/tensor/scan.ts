@@ -126,22 +126,27 @@ Tensor.prototype.cumprod = function (this: Tensor, axis = 0): Tensor {
   return moved ? moved[1](scanLast(moved[0], PROD)) : x;
 };
 
-Tensor.prototype.cummax = function (this: Tensor, axis = 0): [Tensor, Tensor] {
-  const moved = toLast('cummax', this, axis);
-  if (moved === undefined)
-    return [this, Tensor.zeros(this.shape, { dtype: dtypes.int32, device: this.device })];
+/**
+ * The running maximum along the axis and where it was last reached: at the latest record, an element at
+ * least as large as all before it (it equals the running maximum there; a NaN once the maximum is NaN).
+ * The indices are the running maximum of the records' positions.
+ */
+function cummax(op: string, t: Tensor, axis: number): [Tensor, Tensor] {
+  const moved = toLast(op, t, axis);
+  if (moved === undefined) return [t, Tensor.zeros(t.shape, { dtype: dtypes.int32, device: t.device })];
   const [x, back] = moved;
   const values = scanLast(x, MAX);
-  // The running maximum was last reached at the latest record, an element at least as large as all before
-  // it (it equals the running maximum there; a NaN once the maximum is NaN): the running max of the
-  // records' positions.
   const record = x.dtype.isFloat ? x.eq(values).bitwiseOr(x.isnan()) : x.eq(values);
   const positions = Tensor.arange(x.shape[x.ndim - 1]!, undefined, 1, { device: x.device });
   return [back(values), back(scanLast(record.where(positions, 0), MAX))];
+}
+
+Tensor.prototype.cummax = function (this: Tensor, axis = 0): [Tensor, Tensor] {
+  return cummax('cummax', this, axis);
 };
 
 Tensor.prototype.cummin = function (this: Tensor, axis = 0): [Tensor, Tensor] {
-  const [values, indices] = reversed(this).cummax(axis);
+  const [values, indices] = cummax('cummin', reversed(this), axis);
   return [reversed(values), indices];
 };
 
