@@ -124,7 +124,7 @@ Tensor.prototype.roll = function (
   if (amount.every((a) => a === 0)) return this;
   // two copies of each rolled axis side by side (an expand), of which the window from n - shift is kept
   return this.repeat(amount.map((a) => (a ? 2 : 1))).shrink(
-    amount.map((a, i) => [this.shape[i]! - a, 2 * this.shape[i]! - a]),
+    amount.map((a, i) => (a ? [this.shape[i]! - a, 2 * this.shape[i]! - a] : [0, this.shape[i]!])),
   );
 };
 
