@@ -201,6 +201,13 @@ for (const device of DEVICES)
       close(data(blockedScan(y, SCANS.logsumexp, 4)), mapRef(ys, [2, 13], 1, logcumsumexpRef));
       const zs = values(100, 10);
       close(data(blockedScan(T(zs, [100]), SCANS.logsumexp, 2)), logcumsumexpRef(zs));
+      // a NaN in an earlier block reaches every later one
+      const nan = [1, NaN, 3, 2, 5, 1, 7];
+      close(data(blockedScan(T(nan, [7]), SCANS.max, 2)), cummaxRef(nan)[0]);
+      const wide = values(n, 12).map((v, i) => (i === 300 ? NaN : v));
+      expect(data(x.add(T(wide, [n])).cummax()[1])).toEqual(
+        cummaxRef(xs.map((v, i) => Math.fround(v + wide[i]!)))[1],
+      );
       const ints = values(13, 11, true);
       expect(data(blockedScan(T(ints, [13], dtypes.int32), SCANS.max, 4))).toEqual(cummaxRef(ints)[0]);
     });
