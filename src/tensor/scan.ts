@@ -10,7 +10,9 @@ declare module './tensor.ts' {
     /**
      * Running maximum along the axis, as `[values, indices]` (torch.cummax and tinygrad's cummax): indices
      * (int32) are where each running maximum was last reached (a tie moves it, as in PyTorch). NaN is the
-     * largest value: from the first NaN on the values are NaN and the index is the latest NaN.
+     * largest value: from the first NaN on the values are NaN and the index is the latest NaN. The values'
+     * gradient goes to the maximum, shared among tied elements (as max's; PyTorch gives it all to
+     * the index).
      */
     cummax(axis?: number): [Tensor, Tensor];
     /** Running minimum along the axis, as `[values, indices]`; ties and NaN as in cummax. */
@@ -48,8 +50,8 @@ const LOGSUMEXP: Scan = { fill: () => -Infinity, reduce: (w) => w.logsumexp(-1),
 /** As cumsum's: whether the window view of an n-long axis has offsets that JS numbers hold exactly. */
 const windowFits = (n: number) => (n + 1) * (2 * n - 1) <= Number.MAX_SAFE_INTEGER;
 /**
- * Longer axes than twice this go in blocks: a window scan does n^2 work, which nothing collapses for these
- * scans (cumsum's loop collapses when it counts, as arange's does; theirs never does).
+ * Axes longer than twice this go in blocks: a window scan does n^2 work. cumsum keeps one window (for
+ * arange its loop collapses); these scans' loops never collapse, and blocks cut the work to about 256n.
  */
 const SCAN_BLOCK = 256;
 

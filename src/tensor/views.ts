@@ -87,10 +87,10 @@ Tensor.prototype.view = function (this: Tensor, ...args: [readonly number[]] | n
     : this.reshape(...(args as number[]));
 };
 
-Tensor.prototype.size = function (this: Tensor, dim?: number): number[] & number {
-  // the overloads tell the two results apart; one body serves both
-  return (dim === undefined ? this.shape : this.shape[dimOf('size', this.shape, dim)]!) as number[] & number;
-};
+// one body for both overloads, which tell the results apart
+Tensor.prototype.size = function (this: Tensor, dim?: number): number[] | number {
+  return dim === undefined ? this.shape : this.shape[dimOf('size', this.shape, dim)]!;
+} as Tensor['size'];
 
 Tensor.prototype.roll = function (
   this: Tensor,
