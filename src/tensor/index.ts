@@ -8,6 +8,8 @@ import './elementwise.ts';
 export type { Index, Slice } from './movement.ts';
 
 import './movement.ts';
+import './views.ts';
+import './scan.ts';
 import './random.ts';
 import './reduce.ts';
 import './nn.ts';
@@ -27,3 +29,4 @@ export type {
 } from './losses.ts';
 export type { AttentionOptions, ConvOptions, CrossEntropyOptions, Padding, PoolOptions, Size } from './nn.ts';
 export type { Axes } from './reduce.ts';
+export type { DiagonalOptions, MeshgridOptions } from './views.ts';
