@@ -10,9 +10,13 @@ import './movement.ts';
 import './random.ts';
 import './reduce.ts';
 import './nn.ts';
+import './scatter.ts';
+import './sort.ts';
+import './setitem.ts';
 import './gradient.ts';
 
 export { type FnOptions, fn, fnMethod } from './function.ts';
 
 export type { AttentionOptions, ConvOptions, CrossEntropyOptions, Padding, PoolOptions, Size } from './nn.ts';
 export type { Axes } from './reduce.ts';
+export type { ScatterReduce, ScatterReduceOptions } from './scatter.ts';

@@ -1,0 +1,1 @@
+// Indexed assignment on Tensor: set.
