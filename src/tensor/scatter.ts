@@ -102,8 +102,7 @@ function spread(op: string, t: Tensor, dim: number, index: Tensor, src: Tensor |
     throw new Error(
       `${op}: index shape ${fmt(index.shape)} needs the ${t.ndim} dims of the tensor ${fmt(t.shape)}, each no larger except along dim ${dim}`,
     );
-  const values =
-    src instanceof Tensor ? src : Tensor.full(index.shape, src, { dtype: t.dtype, device: t.device });
+  const values = src instanceof Tensor ? src : Tensor.full(index.shape, src, { device: t.device }); // cast below
   t.toTensor(op, values);
   if (values.ndim !== index.ndim || index.shape.some((s, i) => s > values.shape[i]!))
     throw new Error(
@@ -208,9 +207,8 @@ Tensor.prototype.scatterReduce = function (
     }
   } else if (reduce === 'prod') out = fill(this.dtype === dtypes.bool ? true : 1).prod(a);
   else out = reduce === 'amax' ? fill(lowest(this)).max(a) : fill(highest(this)).min(a);
-  return includeSelf
-    ? place(this, extent, Tensor.full(extent, true, { device: this.device }), out)
-    : place(this, extent, hits.any(a), out);
+  const hit = includeSelf ? Tensor.full(extent, true, { device: this.device }) : hits.any(a);
+  return place(this, extent, hit, out);
 };
 
 /** The flat row-major offsets where t (cast to bool) is true: reads t. */

@@ -36,10 +36,10 @@ const fmt = (s: readonly number[]) => `(${s.join(', ')})`;
 function before(a: Tensor, b: Tensor, descending: boolean): Tensor {
   const strict = descending ? a.gt(b) : a.lt(b);
   if (!a.dtype.isFloat) return strict;
-  const nanFirst = descending
+  const nanOrder = descending
     ? a.isnan().bitwiseAnd(b.isnan().logicalNot())
     : b.isnan().bitwiseAnd(a.isnan().logicalNot());
-  return strict.bitwiseOr(nanFirst);
+  return strict.bitwiseOr(nanOrder);
 }
 
 /** Whether a and b are tied (NaNs tie with each other). */

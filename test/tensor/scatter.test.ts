@@ -175,6 +175,9 @@ for (const device of DEVICES)
         [0, 4],
         [5, 6],
       ]);
+      // a float scalar into ints takes the tensor's dtype (truncated)
+      const n = new Tensor([1, 2, 3], { device }).scatter(0, new Tensor([2], { device }), 2.7);
+      expect([n.dtype, n.tolist()]).toEqual([dtypes.int32, [1, 2, 2]]);
       // an empty index writes nothing
       expect(data(z.scatter(0, new Tensor(new Int32Array(0), { device }), src))).toEqual([0, 0, 0]);
     });

@@ -161,6 +161,10 @@ for (const device of DEVICES)
       view.set(0, [], -1);
       close(data(view), setRef(viewData, [2, 3], [0, []], { shape: [], data: [-1] }));
       close(data(base), baseData);
+      // a value read from the tensor itself is read before the write (a shift by one)
+      const shift = new Tensor([1, 2, 3, 4, 5], { device });
+      shift.set([1], shift.get([0, 4]));
+      expect(shift.tolist()).toEqual([1, 1, 2, 3, 4]);
       // nothing selected writes nothing
       const same = realized([2, 2], 3);
       const s = data(same);
