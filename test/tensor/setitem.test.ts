@@ -165,6 +165,14 @@ for (const device of DEVICES)
       const shift = new Tensor([1, 2, 3, 4, 5], { device });
       shift.set([1], shift.get([0, 4]));
       expect(shift.tolist()).toEqual([1, 1, 2, 3, 4]);
+      // successive writes before anything runs all land in the same buffer
+      const chain = new Tensor([1, 2, 3, 4], { device });
+      const buffer = chain.uop;
+      chain
+        .set(0, 9)
+        .set(1, 8)
+        .set([2], new Tensor([7, 6], { device }));
+      expect([chain.tolist(), chain.uop === buffer]).toEqual([[9, 8, 7, 6], true]);
       // nothing selected writes nothing
       const same = realized([2, 2], 3);
       const s = data(same);
