@@ -15,6 +15,9 @@ import './reduce.ts';
 import './nn.ts';
 import './activations.ts';
 import './losses.ts';
+import './scatter.ts';
+import './sort.ts';
+import './setitem.ts';
 import './gradient.ts';
 
 export type { IsCloseOptions } from './activations.ts';
@@ -29,4 +32,5 @@ export type {
 } from './losses.ts';
 export type { AttentionOptions, ConvOptions, CrossEntropyOptions, Padding, PoolOptions, Size } from './nn.ts';
 export type { Axes } from './reduce.ts';
+export type { ScatterReduce, ScatterReduceOptions } from './scatter.ts';
 export type { DiagonalOptions, MeshgridOptions } from './views.ts';

@@ -210,8 +210,12 @@ Tensor.prototype.gather = function (this: Tensor, dim: number, index: Tensor): T
   return select(index.unsqueeze(-1).eq(positions(this, k)), values, [-1]);
 };
 
-/** Python's slice.indices for one axis: the first position, the step and the element count. */
-function sliceAxis(s: Slice, size: number, axis: number): { start: number; step: number; count: number } {
+/** @internal Python's slice.indices for one axis: the first position, the step and the element count. */
+export function sliceAxis(
+  s: Slice,
+  size: number,
+  axis: number,
+): { start: number; step: number; count: number } {
   const step = s[2] ?? 1;
   const bad = [s[0], s[1], step].find((v) => v != null && !Number.isInteger(v));
   if (bad !== undefined || step === 0)

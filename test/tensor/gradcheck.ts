@@ -31,16 +31,24 @@ export interface Case {
   f: (...xs: Tensor[]) => Tensor;
   /** One domain for every input, or one per input. */
   domain?: Domain | Domain[];
+  /** The device (JS by default). */
+  device?: string;
+  /** The inputs' values, instead of drawing them. */
+  inputs?: number[][];
 }
 
 /**
  * Checks the gradient of sum(f(xs) * w), for fixed random weights w, with respect to every input element
- * against (L(x + h) - L(x - h)) / 2h, in float64 on the JS device.
+ * against (L(x + h) - L(x - h)) / 2h, in float64.
  */
-export function gradCheck(name: string, { shapes, f, domain = 'default' }: Case): void {
-  const opts = { dtype: dtypes.float64, device: 'JS' };
+export function gradCheck(
+  name: string,
+  { shapes, f, domain = 'default', device = 'JS', ...given }: Case,
+): void {
+  const opts = { dtype: dtypes.float64, device };
   const domains = Array.isArray(domain) && typeof domain[0] !== 'number' ? (domain as Domain[]) : undefined;
-  const inputs = shapes.map((s, k) => draw(numel(s), 17 + 31 * k, domains?.[k] ?? (domain as Domain)));
+  const inputs =
+    given.inputs ?? shapes.map((s, k) => draw(numel(s), 17 + 31 * k, domains?.[k] ?? (domain as Domain)));
   const make = (vals: number[][]) =>
     vals.map((v, k) => new Tensor(new Float64Array(v), opts).reshape(shapes[k]!));
   const leaves = inputs.map((v) => new Tensor(new Float64Array(v), opts));
@@ -69,3 +77,12 @@ export function gradCheck(name: string, { shapes, f, domain = 'default' }: Case)
 export const gradCheckAll = (cases: Record<string, Case>) => {
   for (const [name, c] of Object.entries(cases)) gradCheck(name, c);
 };
+
+/** gradCheck with positional arguments. */
+export const checkGradient = (
+  name: string,
+  shapes: number[][],
+  f: (...xs: Tensor[]) => Tensor,
+  device = 'JS',
+  inputs?: number[][],
+) => gradCheck(name, { shapes, f, device, inputs });
