@@ -1,5 +1,12 @@
 // The Tensor class with every op family attached (each family file adds its methods to Tensor.prototype).
-export { type NestedArray, Tensor, type TensorData, type TensorOptions } from './tensor.ts';
+export {
+  type NestedArray,
+  type PadMode,
+  type PadOptions,
+  Tensor,
+  type TensorData,
+  type TensorOptions,
+} from './tensor.ts';
 
 import './creation.ts';
 import './elementwise.ts';
