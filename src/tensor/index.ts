@@ -17,9 +17,18 @@ import './movement.ts';
 import './random.ts';
 import './reduce.ts';
 import './nn.ts';
+import './pool.ts';
 import './gradient.ts';
 
 export { type FnOptions, fn, fnMethod } from './function.ts';
 
-export type { AttentionOptions, ConvOptions, CrossEntropyOptions, Padding, PoolOptions, Size } from './nn.ts';
+export type { AttentionOptions, ConvOptions, CrossEntropyOptions, Padding, Size } from './nn.ts';
+export type {
+  AvgPoolOptions,
+  InterpolateMode,
+  InterpolateOptions,
+  MaxPoolOptions,
+  MaxUnpoolOptions,
+  PoolOptions,
+} from './pool.ts';
 export type { Axes } from './reduce.ts';
