@@ -202,11 +202,13 @@ function maxUnpool(n: number) {
     const lead = this.shape.slice(0, this.ndim - n);
     const m = prod(pooled);
     const idx = indices.reshape([...lead, m, 1]);
-    // each output position sums the values whose index names it (one, unless indices repeat)
+    // each output position takes the largest value whose index names it (maxPool repeats an index where
+    // windows overlap, always with the same value), and 0 where none does
     const hit = idx.eq(Tensor.arange(prod(size), undefined, 1, { device: this.device }));
+    const picked = hit.where(this.reshape([...lead, m, 1]), this.dtype.min).max(-2);
     return hit
-      .where(this.reshape([...lead, m, 1]), 0)
-      .sum(-2)
+      .any(-2)
+      .where(picked, 0)
       .cast(this.dtype)
       .reshape([...lead, ...size]);
   };
@@ -264,10 +266,7 @@ function resizeAxis(
   const frac = pos.sub(low);
   const i0 = low.cast(dtypes.int32);
   const i1 = i0.add(1).minimum(n - 1);
-  const blend = at
-    .eq(i0)
-    .where(src.mul(frac.neg().add(1)), 0)
-    .add(at.eq(i1).where(src.mul(frac), 0));
+  const blend = at.eq(i0).where(src, 0).mul(frac.neg().add(1)).add(at.eq(i1).where(src, 0).mul(frac));
   return blend.sum(axis + 1).cast(x.dtype);
 }
 
