@@ -134,10 +134,10 @@ function poolPlan(op: string, x: Tensor, n: number, kernel: Size, opts: PoolOpti
 /** The windows (..., o..., k...) of x padded by the plan, pads with `fill` and the ceilMode extra with `extraFill`. */
 function poolWindows(x: Tensor, p: PoolPlan, fill: number, extraFill = fill): Tensor {
   const lead = keep(x.ndim - p.kernel.length);
-  const padded = x
-    .pad([...lead, ...p.pads], fill)
-    .pad([...lead, ...p.extra.map((e): [number, number] => [0, e])], extraFill);
-  return windows(padded, p.kernel, p.stride, p.dilation);
+  const padded = x.pad([...lead, ...p.pads], fill);
+  const extra = p.extra.map((e): [number, number] => [0, e]);
+  const grown = p.extra.some((e) => e > 0) ? padded.pad([...lead, ...extra], extraFill) : padded;
+  return windows(grown, p.kernel, p.stride, p.dilation);
 }
 
 /** The last n axes. */
@@ -155,13 +155,13 @@ function maxPool(n: number): MaxPool {
     const spatial = this.shape.slice(this.ndim - n);
     const flat = Tensor.arange(prod(spatial), undefined, 1, { device: this.device }).reshape(spatial);
     const size = prod(p.kernel);
-    const where = poolWindows(flat, p, 0).reshape([...p.out, size]);
+    const positions = poolWindows(flat, p, 0).reshape([...p.out, size]);
     const first = w
       .reshape([...values.shape, size])
       .argmax(-1)
       .unsqueeze(-1);
     const hit = Tensor.arange(size, undefined, 1, { device: this.device }).eq(first);
-    return [values, hit.where(where, 0).sum(-1).cast(dtypes.int32)];
+    return [values, hit.where(positions, 0).sum(-1).cast(dtypes.int32)];
   } as MaxPool;
 }
 

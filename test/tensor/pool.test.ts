@@ -1,6 +1,7 @@
 // Pools (max, avg, unpool over 1-3 axes) and interpolate on JS and CPU against PyTorch's loops written in JS.
 import { describe, expect, it } from 'vitest';
 import { dtypes } from '../../src/dtype.ts';
+import { scheduleOf } from '../../src/engine/realize.ts';
 import {
   type AvgPoolOptions,
   type InterpolateMode,
@@ -448,5 +449,20 @@ describe('pool and interpolate errors', () => {
     expect(() => t([2, 0]).interpolate([3])).toThrow(
       'interpolate: input (2, 0) is empty along axis 1; there is nothing to resize',
     );
+  });
+});
+
+describe('pool, pad and interpolate kernel counts', () => {
+  const x = new Tensor(new Float32Array(2 * 3 * 8 * 8), { device: 'JS' }).reshape([2, 3, 8, 8]);
+  const count = (t: Tensor) => scheduleOf([t]).kernels.length;
+  it('fuse: a pool in one kernel (ceilMode and the divisor too), a padding mode in one, interpolate one per axis', () => {
+    expect(count(x.maxPool2d(3, { stride: 2, padding: 1, ceilMode: true }))).toBe(1);
+    expect(count(x.avgPool2d(3, { stride: 2, padding: 1, ceilMode: true }))).toBe(1);
+    expect(count(x.avgPool2d(3, { stride: 2, padding: 1, countIncludePad: false }))).toBe(1);
+    expect(count(x.maxPool3d())).toBe(1);
+    for (const mode of ['reflect', 'replicate', 'circular'] as const)
+      expect(count(x.pad([1, 2, 2, 1], { mode }))).toBe(1);
+    expect(count(x.interpolate([5, 11]))).toBe(2);
+    expect(count(x.interpolate([5, 11], { mode: 'nearest' }))).toBe(2);
   });
 });
