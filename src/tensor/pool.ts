@@ -231,7 +231,8 @@ const INTERPOLATE_MODES: readonly string[] = ['nearest', 'nearest-exact', 'linea
 /**
  * Axis `axis` of x resized from n to m: out[..., o, ...] = sum over i of x[..., i, ...] weighted by the
  * (m, n) selection of each output's neighbors. `where` rather than a product with zero weights, so an
- * infinity elsewhere in the row does not make NaN.
+ * infinity elsewhere in the row does not make NaN. Select, then weigh: gcc 12 with AVX512VL miscompiles a
+ * vector times a scalar inside a lane-wise select (lanes 1-3 came out 0 on the CPU device).
  */
 function resizeAxis(
   x: Tensor,
