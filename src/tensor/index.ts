@@ -1,5 +1,12 @@
 // The Tensor class with every op family attached (each family file adds its methods to Tensor.prototype).
-export { type NestedArray, Tensor, type TensorData, type TensorOptions } from './tensor.ts';
+export {
+  type NestedArray,
+  type PadMode,
+  type PadOptions,
+  Tensor,
+  type TensorData,
+  type TensorOptions,
+} from './tensor.ts';
 
 import './creation.ts';
 import './dtype-methods.ts';
@@ -18,6 +25,7 @@ import './losses.ts';
 import './scatter.ts';
 import './sort.ts';
 import './setitem.ts';
+import './pool.ts';
 import './gradient.ts';
 
 export type { IsCloseOptions } from './activations.ts';
@@ -30,7 +38,15 @@ export type {
   NormalizeOptions,
   Reduction,
 } from './losses.ts';
-export type { AttentionOptions, ConvOptions, CrossEntropyOptions, Padding, PoolOptions, Size } from './nn.ts';
+export type { AttentionOptions, ConvOptions, CrossEntropyOptions, Padding, Size } from './nn.ts';
+export type {
+  AvgPoolOptions,
+  InterpolateMode,
+  InterpolateOptions,
+  MaxPoolOptions,
+  MaxUnpoolOptions,
+  PoolOptions,
+} from './pool.ts';
 export type { Axes } from './reduce.ts';
 export type { ScatterReduce, ScatterReduceOptions } from './scatter.ts';
 export type { DiagonalOptions, MeshgridOptions } from './views.ts';

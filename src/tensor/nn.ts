@@ -1,4 +1,4 @@
-// Linear algebra and nn functions composed from movement ops, mul and reduces: einsum, conv, pools, losses.
+// Linear algebra and nn functions composed from movement ops, mul and reduces: einsum, conv, losses (pools: pool.ts).
 import { dtypes } from '../dtype.ts';
 import type { Axes } from './reduce.ts';
 import { Tensor } from './tensor.ts';
@@ -13,13 +13,6 @@ export interface ConvOptions {
   padding?: Padding;
   dilation?: Size;
   groups?: number;
-}
-
-export interface PoolOptions {
-  /** Defaults to the kernel size. */
-  stride?: Size;
-  padding?: Padding;
-  dilation?: Size;
 }
 
 export interface CrossEntropyOptions {
@@ -43,10 +36,6 @@ declare module './tensor.ts' {
     dot(w: Tensor): Tensor;
     /** Convolution of (N, Cin, H, W) by (Cout, Cin / groups, kH, kW); other spatial ranks work alike. */
     conv2d(weight: Tensor, bias?: Tensor, opts?: ConvOptions): Tensor;
-    /** Max over windows of the last two axes; padding counts as -inf. */
-    maxPool2d(kernel: Size, opts?: PoolOptions): Tensor;
-    /** Mean over windows of the last two axes; padding counts as zeros (torch's count_include_pad). */
-    avgPool2d(kernel: Size, opts?: PoolOptions): Tensor;
     /** (x - mean) / sqrt(var + eps) along the axes, with the population variance. */
     layernorm(axis?: Axes, eps?: number): Tensor;
     /** An int32 tensor with a new last axis of size n, 1 at each label's index and 0 elsewhere. */
@@ -183,17 +172,18 @@ Tensor.einsum = (formula: string, ...operands: Tensor[]): Tensor => {
   return summed.length ? product.sum(summed) : product;
 };
 
-// --- convolution and pooling ---------------------------------------------------------------------------
+// --- convolution ---------------------------------------------------------------------------------------
 
-/** A per-axis size list from a scalar or a list of n. */
-function perAxis(op: string, what: string, v: Size, n: number): number[] {
+/** @internal A per-axis size list from a scalar or a list of n (pool.ts shares it). */
+export function perAxis(op: string, what: string, v: Size, n: number): number[] {
   const list = typeof v === 'number' ? new Array<number>(n).fill(v) : [...v];
   if (list.length !== n || !list.every((x) => Number.isInteger(x) && x >= 0))
     throw new Error(`${op}: ${what} ${JSON.stringify(v)} should be one non-negative integer or ${n} of them`);
   return list;
 }
 
-function padPairs(op: string, padding: Padding, n: number): [number, number][] {
+/** @internal Padding as one [before, after] pair per spatial axis. */
+export function padPairs(op: string, padding: Padding, n: number): [number, number][] {
   if (typeof padding !== 'number' && padding.length > 0 && typeof padding[0] !== 'number') {
     const pairs = padding as readonly (readonly [number, number])[];
     if (pairs.length !== n || !pairs.flat().every((x) => Number.isInteger(x) && x >= 0))
@@ -233,8 +223,8 @@ function windows1d(x: Tensor, k: number, stride: number, dilation: number): Tens
     .transpose(-1, -2);
 }
 
-/** Windows over the last kernel.length axes: (..., L0, L1, ...) to (..., o0, o1, ..., k0, k1, ...). */
-function windows(x: Tensor, kernel: number[], stride: number[], dilation: number[]): Tensor {
+/** @internal Windows over the last kernel.length axes: (..., L0, L1, ...) to (..., o0, o1, ..., k0, k1, ...). */
+export function windows(x: Tensor, kernel: number[], stride: number[], dilation: number[]): Tensor {
   let t = x;
   const base = x.ndim - kernel.length;
   kernel.forEach((k, j) => {
@@ -328,24 +318,6 @@ Tensor.prototype.conv2d = function (
     .sum([3, ...range(nd).map((j) => 4 + nd + j)])
     .reshape([batch, cout, ...p.out]);
   return bias === undefined ? out : out.add(bias.reshape([1, cout, ...ones]));
-};
-
-function poolKernel(op: string, x: Tensor, kernel: Size): number[] {
-  if (x.ndim < 2) throw new Error(`${op}: input ${shapeStr(x)} needs at least 2 axes; it pools the last two`);
-  return perAxis(op, 'kernel', kernel, 2);
-}
-
-Tensor.prototype.maxPool2d = function (this: Tensor, kernel: Size, opts: PoolOptions = {}): Tensor {
-  const k = poolKernel('maxPool2d', this, kernel);
-  const p = plan('maxPool2d', this, k, opts.stride ?? k, opts.padding ?? 0, opts.dilation ?? 1);
-  // padding takes the dtype's smallest value (-inf for floats), so it never wins the max
-  return planWindows(this, p, this.dtype.min).max([-2, -1]);
-};
-
-Tensor.prototype.avgPool2d = function (this: Tensor, kernel: Size, opts: PoolOptions = {}): Tensor {
-  const k = poolKernel('avgPool2d', this, kernel);
-  const p = plan('avgPool2d', this, k, opts.stride ?? k, opts.padding ?? 0, opts.dilation ?? 1);
-  return planWindows(this, p, 0).mean([-2, -1]);
 };
 
 // --- normalization, losses, attention --------------------------------------------------------------------

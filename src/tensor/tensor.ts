@@ -150,6 +150,15 @@ export function marksResult<A extends unknown[]>(
   };
 }
 
+/** How pad fills: a constant, the mirror image without the edge, the edge repeated, or the other end. */
+export type PadMode = 'constant' | 'reflect' | 'replicate' | 'circular';
+const PAD_MODES: readonly string[] = ['constant', 'reflect', 'replicate', 'circular'];
+export interface PadOptions {
+  mode?: PadMode;
+  /** The fill of mode 'constant' (default 0). */
+  value?: number;
+}
+
 export class Tensor {
   static readonly float32 = dtypes.float32;
   static readonly int32 = dtypes.int32;
@@ -561,28 +570,50 @@ export class Tensor {
     const x = this.reshape(padded);
     return shapesEqual(shape, padded) ? x : x.wrap(x.uop.expand(shape));
   }
-  /** Pads each axis with [before, after] elements of value; a negative count removes elements instead. */
-  pad(padding: readonly (readonly [number, number])[], value = 0): Tensor {
-    if (padding.length !== this.ndim)
-      throw new Error(`pad: needs ${this.ndim} [before, after] pairs, got ${padding.length}`);
-    if (padding.some(([before, after]) => before < 0 || after < 0)) {
-      const short = this.shape.findIndex((d, i) => d + padding[i]![0] + padding[i]![1] < 0);
+  /**
+   * Pads with [before, after] elements per axis: one pair for every axis (`[[1, 1], [0, 2]]`), or PyTorch's
+   * flat form, pairs from the last axis backward (`[left, right, top, bottom]`; fewer pairs than axes leave
+   * the leading axes alone). A negative count removes elements. The second argument is the constant value
+   * or `{ mode, value }`: 'constant' fills with value (default 0); 'reflect' mirrors without repeating the
+   * edge (each count below the axis size); 'replicate' repeats the edge; 'circular' wraps around (each count
+   * at most the axis size). Other modes remove first, then pad what is left.
+   */
+  pad(padding: readonly (readonly [number, number])[], opts?: number | PadOptions): Tensor;
+  pad(padding: readonly number[], opts?: number | PadOptions): Tensor;
+  pad(
+    padding: readonly number[] | readonly (readonly [number, number])[],
+    opts?: number | PadOptions,
+  ): Tensor {
+    const pairs = this.padPairs(padding);
+    const { mode = 'constant', value } = typeof opts === 'number' ? { value: opts } : (opts ?? {});
+    if (!PAD_MODES.includes(mode))
+      throw new Error(
+        `pad: unknown mode '${mode}'; valid modes are ${PAD_MODES.map((m) => `'${m}'`).join(', ')}`,
+      );
+    if (mode !== 'constant' && value !== undefined)
+      throw new Error(`pad: mode '${mode}' takes no value (got ${value}); only 'constant' fills with one`);
+    if (pairs.some(([before, after]) => before < 0 || after < 0)) {
+      const short = this.shape.findIndex((d, i) => d + pairs[i]![0] + pairs[i]![1] < 0);
       if (short >= 0)
         throw new Error(
-          `pad: [${padding[short]!.join(', ')}] removes more than the ${this.shape[short]} elements of axis ${short} of shape (${this.shape.join(', ')})`,
+          `pad: [${pairs[short]!.join(', ')}] removes more than the ${this.shape[short]} elements of axis ${short} of shape (${this.shape.join(', ')})`,
         );
-      const grown = this.pad(
-        padding.map(([before, after]) => [Math.max(before, 0), Math.max(after, 0)]),
-        value,
-      );
-      return grown.shrink(
-        padding.map(([before, after], i) => [Math.max(-before, 0), grown.shape[i]! - Math.max(-after, 0)]),
-      );
+      const grown = pairs.map(([b, a]): [number, number] => [Math.max(b, 0), Math.max(a, 0)]);
+      const kept = (x: Tensor) =>
+        pairs.map(([b, a], i): [number, number] => [Math.max(-b, 0), x.shape[i]! - Math.max(-a, 0)]);
+      if (mode === 'constant') {
+        const x = this.pad(grown, value);
+        return x.shrink(kept(x));
+      }
+      // the other modes pad what is left after removing
+      return this.shrink(kept(this)).pad(grown, { mode });
     }
-    const shape = this.shape.map((d, i) => d + padding[i]![0] + padding[i]![1]);
-    const offset = padding.map((p) => p[0]);
+    if (mode !== 'constant')
+      return pairs.reduce<Tensor>((x, pair, axis) => x.padEdges(mode, axis, pair), this);
+    const shape = this.shape.map((d, i) => d + pairs[i]![0] + pairs[i]![1]);
+    const offset = pairs.map((p) => p[0]);
     const padded = this.wrap(this.uop.pad(offset, shape));
-    if (value === 0) return padded;
+    if (value === undefined || value === 0) return padded;
     const mask = this.wrap(
       UOp.const(dtypes.bool, true)
         .reshape(this.shape.map(() => 1))
@@ -590,6 +621,51 @@ export class Tensor {
         .pad(offset, shape),
     );
     return mask.where(padded, value);
+  }
+  /** pad's argument as one [before, after] pair per axis, or an error naming what would be valid. */
+  private padPairs(padding: readonly number[] | readonly (readonly [number, number])[]): [number, number][] {
+    const shown = `${JSON.stringify(padding)} for shape (${this.shape.join(', ')})`;
+    const flat = padding.every((p) => typeof p === 'number');
+    if (flat ? padding.length % 2 !== 0 || padding.length > 2 * this.ndim : padding.length !== this.ndim)
+      throw new Error(
+        `pad: ${shown} should be ${this.ndim} [before, after] pairs, or a flat list of at most ${this.ndim} pairs from the last axis backward`,
+      );
+    const pairs = flat
+      ? this.shape.map((_, i): [number, number] => {
+          const j = this.ndim - 1 - i;
+          return 2 * j < padding.length ? [padding[2 * j] as number, padding[2 * j + 1] as number] : [0, 0];
+        })
+      : (padding as readonly unknown[]).map((p) =>
+          Array.isArray(p) && p.length === 2 ? [p[0], p[1]] : [NaN, NaN],
+        );
+    if (!pairs.flat().every(Number.isInteger))
+      throw new Error(`pad: ${shown} should hold integer counts, as [before, after] pairs or a flat list`);
+    return pairs as [number, number][];
+  }
+  /** One axis padded by reflecting, repeating or wrapping its elements, joined with cat. */
+  private padEdges(
+    mode: Exclude<PadMode, 'constant'>,
+    axis: number,
+    [before, after]: [number, number],
+  ): Tensor {
+    if (before === 0 && after === 0) return this;
+    const n = this.shape[axis]!;
+    const limit = mode === 'reflect' ? n - 1 : mode === 'circular' ? n : n > 0 ? Infinity : 0;
+    if (before > limit || after > limit)
+      throw new Error(
+        `pad: mode '${mode}' pads axis ${axis} of shape (${this.shape.join(', ')}) by [${before}, ${after}]; ${mode === 'replicate' ? 'an empty axis has no edge to repeat' : `each count must be ${mode === 'reflect' ? 'below' : 'at most'} its size ${n}`}`,
+      );
+    const part = (start: number, end: number) =>
+      this.shrink(this.shape.map((d, i) => (i === axis ? [start, end] : [0, d])));
+    const edge = (start: number, count: number) =>
+      part(start, start + 1).expand(this.shape.map((d, i) => (i === axis ? count : d)));
+    const sides =
+      mode === 'reflect'
+        ? [part(1, before + 1).flip(axis), part(n - 1 - after, n - 1).flip(axis)]
+        : mode === 'circular'
+          ? [part(n - before, n), part(0, after)]
+          : [edge(0, before), edge(n - 1, after)];
+    return Tensor.cat([sides[0]!, this, sides[1]!], axis);
   }
   /** Keeps [start, end) of each axis. */
   shrink(ranges: readonly (readonly [number, number])[]): Tensor {
