@@ -1,0 +1,69 @@
+// The kernel compile flags against miscompiles seen in the system compiler (gcc 12.2's loop vectorizer).
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { compileFlags, findCompiler } from '../../src/runtime/cc.ts';
+
+/** Builds `source` as a program with the kernels' flags (an executable instead of a library) and runs it. */
+function run(source: string): string {
+  const cc = findCompiler();
+  const exe = join(mkdtempSync(join(tmpdir(), 'tsgrad-cc-')), 'a.out');
+  const flags = compileFlags(cc).filter((f) => f !== '-shared' && f !== '-fPIC');
+  const build = spawnSync(cc.argv[0]!, [...cc.argv.slice(1), ...flags, '-x', 'c', '-', '-o', exe], {
+    input: source,
+  });
+  expect(build.status, String(build.stderr)).toBe(0);
+  return String(spawnSync(exe).stdout).trim();
+}
+
+describe('kernel compile flags', () => {
+  // as a scatter's kernel: gcc -O3 -march=native (AVX2 or AVX-512) vectorized the row loop and returned 0 at
+  // the unhit positions instead of self
+  it('keep a select between a sum of selects and a load', () => {
+    const source = `#include <stdio.h>
+__attribute__((noinline)) void k(float* restrict out, const int* restrict last, const float* restrict self) {
+  for (int r = 0; r < 4; r++)
+    for (int c = 0; c < 5; c++) {
+      int i = r * 5 + c; int v = last[i];
+      float acc = (v == 0 ? 2.5f : 0.0f) + (v == 1 ? 2.5f : 0.0f);
+      out[i] = v >= 0 ? acc : self[i];
+    }
+}
+int main(void) {
+  int last[20] = {-1,1,-1,0,-1,-1,0,-1,1,-1,-1,1,0,-1,-1,-1,-1,-1,0,1};
+  float self[20], out[20];
+  for (int i = 0; i < 20; i++) self[i] = i + 1;
+  k(out, last, self);
+  for (int i = 0; i < 20; i++) printf("%g ", out[i]);
+}`;
+    expect(run(source)).toBe('1 2.5 3 2.5 5 6 2.5 8 2.5 10 11 2.5 2.5 14 15 16 17 18 2.5 2.5');
+  });
+
+  // as linear interpolation's kernel: with AVX512VL, lanes 1-3 of a vector times a scalar, selected lane by
+  // lane by a scalar bool, came out 0
+  it('keep a lane-wise select of a vector times a scalar', () => {
+    const source = `#include <stdio.h>
+typedef float f4 __attribute__((vector_size(16)));
+__attribute__((noinline)) void k(float* restrict out, const float* restrict in, int sel, float w) {
+  f4 acc = {0, 0, 0, 0};
+  for (int r = 0; r < 3; r++) {
+    _Bool c = r == sel;
+    f4 v;
+    __builtin_memcpy(&v, in + 4 * r, sizeof v);
+    f4 a = v * w;
+    f4 s = {c ? a[0] : 0.0f, c ? a[1] : 0.0f, c ? a[2] : 0.0f, c ? a[3] : 0.0f};
+    acc = acc + s;
+  }
+  __builtin_memcpy(out, &acc, sizeof acc);
+}
+int main(void) {
+  float in[12], out[4];
+  for (int i = 0; i < 12; i++) in[i] = i + 1;
+  k(out, in, 0, 1.0f);
+  printf("%g %g %g %g", out[0], out[1], out[2], out[3]);
+}`;
+    expect(run(source)).toBe('1 2 3 4');
+  });
+});
