@@ -40,9 +40,10 @@ export abstract class LRScheduler {
 
   /** Advances to the next step and sets its rate. */
   step(): void {
-    this.stepCount++;
-    this.lr = this.lrAt(this.stepCount);
-    this.optimizer.setLr(this.lr);
+    // computed first, so a step past the schedule's end (an error) changes nothing
+    const lr = this.lrAt(this.stepCount + 1);
+    this.optimizer.setLr(lr);
+    [this.lr, this.stepCount] = [lr, this.stepCount + 1];
   }
 
   /** The rate after t calls of step(). */
@@ -89,7 +90,8 @@ export class MultiStepLR extends LRScheduler {
   constructor(optimizer: Optimizer, milestones: readonly number[], opts: MultiStepLROptions = {}) {
     super(optimizer);
     const { gamma = 0.1 } = opts;
-    for (const m of milestones) checkCount('MultiStepLR', `milestone ${m} in [${milestones.join(', ')}]`, m);
+    for (const m of milestones)
+      checkCount('MultiStepLR', `milestone ${m} in [${milestones.join(', ')}]`, m, 0);
     checkFactor('MultiStepLR', 'gamma', gamma, 0, Infinity);
     // a repeated milestone counts once per time it is listed (PyTorch's Counter)
     this.milestones = [...milestones].sort((a, b) => a - b);

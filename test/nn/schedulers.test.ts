@@ -54,6 +54,8 @@ describe.each(['JS', 'CPU'])('on %s', { timeout: 60_000 }, (device) => {
     const s = new MultiStepLR(sgd(1), [4, 2, 4], { gamma: 0.5 });
     close(rates(s, 6), [1, 1, 0.5, 0.5, 0.125, 0.125], 1e-12);
     close(rates(new MultiStepLR(sgd(2), []), 3), [2, 2, 2], 1e-12);
+    // a milestone 0 applies from the start, as in PyTorch
+    close(rates(new MultiStepLR(sgd(1), [0, 1], { gamma: 0.5 }), 3), [0.5, 0.25, 0.25], 1e-12);
   });
 
   it('CosineAnnealingLR follows half a cosine from the base rate to etaMin at tMax, then back up', () => {
@@ -80,6 +82,7 @@ describe.each(['JS', 'CPU'])('on %s', { timeout: 60_000 }, (device) => {
     close(rates(s, 10), want, 1e-12);
     expect(s.lr).toBeCloseTo(4e-6, 12);
     expect(() => s.step()).toThrow('OneCycleLR: step 10 is past the last of totalSteps 10 (steps 0 to 9)');
+    expect([s.stepCount, s.lr]).toEqual([9, want[9]]);
 
     const lin = new OneCycleLR(sgd(1), 2, 5, {
       annealStrategy: 'linear',
@@ -127,7 +130,7 @@ describe('errors', () => {
       'StepLR: gamma must lie in [0, Infinity], got -1',
     );
     expect(() => new MultiStepLR(sgd(1), [2, 1.5])).toThrow(
-      'MultiStepLR: milestone 1.5 in [2, 1.5] must be an integer >= 1, got 1.5',
+      'MultiStepLR: milestone 1.5 in [2, 1.5] must be an integer >= 0, got 1.5',
     );
     expect(() => new CosineAnnealingLR(sgd(1), 0)).toThrow(
       'CosineAnnealingLR: tMax must be an integer >= 1, got 0',
