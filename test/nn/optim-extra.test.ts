@@ -1,5 +1,6 @@
 // LARS, Muon and newtonSchulz against plain-JS references (gradients set by hand) on JS and CPU, and their errors.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { dtypes } from '../../src/dtype.ts';
 import { LARS, Muon, newtonSchulz, type Optimizer } from '../../src/nn/index.ts';
 import { Device } from '../../src/runtime/device.ts';
 import { Tensor } from '../../src/tensor/index.ts';
@@ -203,6 +204,35 @@ describe.each(['JS', 'CPU'])('on %s', { timeout: 60_000 }, (device) => {
     const batch = newtonSchulz(new Tensor([g, g.map((r) => r.map((v) => -2 * v))]), 2, [2, -1.5, 0.5]);
     const one = nsRef(g, 2, [2, -1.5, 0.5]).flat();
     close(data(batch), [...one, ...one.map((v) => -v)], 1e-5);
+  });
+});
+
+describe('newtonSchulz gradient against central differences (float64)', () => {
+  it.each([
+    [2, 3],
+    [3, 2],
+  ])('of a (%i, %i) matrix', (rows, cols) => {
+    const opts = { dtype: dtypes.float64, device: 'JS' };
+    const xs = values(rows * cols, 61);
+    const f = (x: Tensor) => newtonSchulz(x.reshape([rows, cols]), 2, [2, -1.5, 0.5]);
+    const w = new Tensor(new Float64Array(values(rows * cols, 62)), opts).reshape([rows, cols]);
+    const leaf = new Tensor(new Float64Array(xs), opts);
+    const [grad] = Tensor.gradient(f(leaf).mul(w).sum(), [leaf]);
+    const at = (i: number, d: number) => {
+      const moved = xs.slice();
+      moved[i]! += d;
+      return Number(
+        f(new Tensor(new Float64Array(moved), opts))
+          .mul(w)
+          .sum()
+          .item(),
+      );
+    };
+    close(
+      data(grad!),
+      xs.map((_, i) => (at(i, 1e-6) - at(i, -1e-6)) / 2e-6),
+      1e-5,
+    );
   });
 });
 
