@@ -13,8 +13,8 @@ declare module './tensor.ts' {
      * numSamples category indices (int32) drawn from each row of this 1-D (k) or 2-D (rows, k) tensor of
      * weights (non-negative, a positive sum per row; not checked, that would read the data): shape
      * (numSamples) or (rows, numSamples). With replacement each draw inverts the row's cumulative sum;
-     * without, the numSamples largest Efraimidis-Spirakis keys log(u) / w are taken, so a zero weight comes
-     * only after every positive one.
+     * without, the numSamples largest Efraimidis-Spirakis keys log(u) / w (u uniform in (0, 1]) are taken,
+     * so a zero (or negative) weight comes only after every positive one.
      */
     multinomial(numSamples?: number, replacement?: boolean): Tensor;
   }
@@ -278,14 +278,11 @@ function multinomial(w: Tensor, numSamples: number, replacement: boolean): Tenso
   else if (replacement || numSamples === 1) {
     // the index of a draw is how many cumulative shares lie at or below it; a zero weight adds no share
     const sums = rows.toFloat().cumsum(1);
-    const cdf = sums
-      .div(
-        sums.shrink([
-          [0, n],
-          [k - 1, k],
-        ]),
-      )
-      .unsqueeze(1);
+    const total = sums.shrink([
+      [0, n],
+      [k - 1, k],
+    ]);
+    const cdf = sums.div(total).unsqueeze(1);
     const u = Tensor.rand([n, numSamples, 1], { device });
     picked = u.ge(cdf).where(1, 0).sum(2).cast(dtypes.int32);
   } else {
