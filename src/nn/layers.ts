@@ -1,4 +1,4 @@
-// nn layers: Linear, convolutions, normalizations, Embedding and Dropout, with tinygrad's default initialization.
+// nn layers: Linear, convolutions, normalizations, Embedding, Dropout and LSTMCell, with tinygrad's default initialization.
 import { dtypes } from '../dtype.ts';
 import { type ConvOptions, type Size, Tensor } from '../tensor/index.ts';
 import { assign } from './state-dict.ts';
@@ -95,9 +95,20 @@ export interface Conv2dOptions extends ConvOptions {
   bias?: boolean;
 }
 
+/** A convolution layer's weight (kaiming uniform, as PyTorch) and bias over fanIn inputs per output. */
+function convParameters(
+  weightShape: readonly number[],
+  outChannels: number,
+  fanIn: number,
+  bias: boolean,
+): [Tensor, Tensor | undefined] {
+  return [weightInit(weightShape), bias ? biasInit(outChannels, fanIn) : undefined];
+}
+
 /**
- * 2-D convolution of (N, in, H, W). weight: (out, in / groups, kH, kW), kaiming uniform over that shape's
- * fan-in (in / groups * kH * kW, as PyTorch; tinygrad leaves out the groups).
+ * Convolution of (N, in, spatial...). A kernelSize given as a list sets the number of spatial axes ([3]
+ * is 1-D, [3, 3, 3] is 3-D, as tinygrad); a number means 2-D. weight: (out, in / groups, ...kernel), kaiming
+ * uniform over that shape's fan-in (in / groups * prod(kernel), as PyTorch; tinygrad leaves out the groups).
  */
 export class Conv2d extends Module {
   weight: Tensor;
@@ -110,8 +121,12 @@ export class Conv2d extends Module {
     const groups = options.groups ?? 1;
     const kernel = checkConvShape('Conv2d', inChannels, outChannels, kernelSize, groups);
     this.options = options;
-    this.weight = weightInit([outChannels, inChannels / groups, ...kernel]);
-    this.bias = bias ? biasInit(outChannels, (inChannels / groups) * prod(kernel)) : undefined;
+    [this.weight, this.bias] = convParameters(
+      [outChannels, inChannels / groups, ...kernel],
+      outChannels,
+      (inChannels / groups) * prod(kernel),
+      bias,
+    );
   }
 
   forward(x: Tensor): Tensor {
@@ -119,13 +134,57 @@ export class Conv2d extends Module {
   }
 }
 
-function checkConvShape(layer: string, cin: number, cout: number, kernel: Size, groups: number): number[] {
+/** 1-D convolution of (N, in, L): Conv2d with a kernel of one axis. weight: (out, in / groups, kernelSize). */
+export class Conv1d extends Module {
+  weight: Tensor;
+  bias: Tensor | undefined;
+  readonly options: ConvOptions;
+
+  constructor(inChannels: number, outChannels: number, kernelSize: number, opts: Conv2dOptions = {}) {
+    super();
+    const { bias = true, ...options } = opts;
+    const groups = options.groups ?? 1;
+    const [k] = checkConvShape('Conv1d', inChannels, outChannels, kernelSize, groups, 1) as [number];
+    this.options = options;
+    [this.weight, this.bias] = convParameters(
+      [outChannels, inChannels / groups, k],
+      outChannels,
+      (inChannels / groups) * k,
+      bias,
+    );
+  }
+
+  forward(x: Tensor): Tensor {
+    if (x.ndim !== 3)
+      throw new Error(
+        `Conv1d: input ${fmt(x.shape)} should be (N, ${this.weight.shape[1]! * (this.options.groups ?? 1)}, L)`,
+      );
+    return x.conv2d(this.weight, this.bias, this.options);
+  }
+}
+
+/**
+ * The kernel's sizes, after checking channels and groups: a list gives its own number of spatial axes,
+ * a number stands for `rank` of them (2, or 1 for the 1-D layers).
+ */
+function checkConvShape(
+  layer: string,
+  cin: number,
+  cout: number,
+  kernel: Size,
+  groups: number,
+  rank = 2,
+): number[] {
   checkCount(layer, 'inChannels', cin);
   checkCount(layer, 'outChannels', cout);
   checkCount(layer, 'groups', groups);
   if (cin % groups !== 0 || cout % groups !== 0)
     throw new Error(`${layer}: groups ${groups} must divide inChannels ${cin} and outChannels ${cout}`);
-  return perAxis(layer, 'kernelSize', kernel, 2, 1);
+  if (typeof kernel !== 'number' && (rank !== 2 || kernel.length === 0))
+    throw new Error(
+      `${layer}: kernelSize ${JSON.stringify(kernel)} should be ${rank === 2 ? 'a positive integer or a non-empty list of them (one per spatial axis)' : 'one positive integer'}`,
+    );
+  return perAxis(layer, 'kernelSize', kernel, typeof kernel === 'number' ? rank : kernel.length, 1);
 }
 
 export interface ConvTransposeOptions {
@@ -213,8 +272,9 @@ export function convTranspose2d(
 }
 
 /**
- * Transposed 2-D convolution of (N, in, H, W). weight: (in, out / groups, kH, kW), kaiming uniform over
- * that shape's fan-in (out / groups * kH * kW, as PyTorch; tinygrad uses in * kH * kW).
+ * Transposed convolution of (N, in, spatial...); kernelSize as Conv2d's (a list sets the spatial rank, a
+ * number means 2-D). weight: (in, out / groups, ...kernel), kaiming uniform over that shape's fan-in
+ * (out / groups * prod(kernel), as PyTorch; tinygrad uses in * prod(kernel)).
  */
 export class ConvTranspose2d extends Module {
   weight: Tensor;
@@ -232,11 +292,47 @@ export class ConvTranspose2d extends Module {
     const groups = options.groups ?? 1;
     const kernel = checkConvShape('ConvTranspose2d', inChannels, outChannels, kernelSize, groups);
     this.options = options;
-    this.weight = weightInit([inChannels, outChannels / groups, ...kernel]);
-    this.bias = bias ? biasInit(outChannels, (outChannels / groups) * prod(kernel)) : undefined;
+    [this.weight, this.bias] = convParameters(
+      [inChannels, outChannels / groups, ...kernel],
+      outChannels,
+      (outChannels / groups) * prod(kernel),
+      bias,
+    );
   }
 
   forward(x: Tensor): Tensor {
+    return convTranspose2d(x, this.weight, this.bias, this.options);
+  }
+}
+
+/** Transposed 1-D convolution of (N, in, L): ConvTranspose2d with a kernel of one axis. */
+export class ConvTranspose1d extends Module {
+  weight: Tensor;
+  bias: Tensor | undefined;
+  readonly options: ConvTransposeOptions;
+
+  constructor(
+    inChannels: number,
+    outChannels: number,
+    kernelSize: number,
+    opts: ConvTransposeOptions & { bias?: boolean } = {},
+  ) {
+    super();
+    const { bias = true, ...options } = opts;
+    const groups = options.groups ?? 1;
+    const [k] = checkConvShape('ConvTranspose1d', inChannels, outChannels, kernelSize, groups, 1) as [number];
+    this.options = options;
+    [this.weight, this.bias] = convParameters(
+      [inChannels, outChannels / groups, k],
+      outChannels,
+      (outChannels / groups) * k,
+      bias,
+    );
+  }
+
+  forward(x: Tensor): Tensor {
+    if (x.ndim !== 3)
+      throw new Error(`ConvTranspose1d: input ${fmt(x.shape)} should be (N, ${this.weight.shape[0]}, L)`);
     return convTranspose2d(x, this.weight, this.bias, this.options);
   }
 }
@@ -440,6 +536,58 @@ export class GroupNorm extends Module {
   }
 }
 
+export interface InstanceNormOptions {
+  eps?: number;
+  /** Learnable per-channel scale (ones) and shift (zeros); on by default, as tinygrad (PyTorch: off). */
+  affine?: boolean;
+}
+
+/** Normalizes each channel of each sample of (N, C, ...) over its spatial axes (mean, population variance). */
+export class InstanceNorm extends Module {
+  weight: Tensor | undefined;
+  bias: Tensor | undefined;
+  readonly eps: number;
+
+  constructor(
+    readonly numFeatures: number,
+    opts: InstanceNormOptions = {},
+  ) {
+    super();
+    const { eps = 1e-5, affine = true } = opts;
+    checkCount('InstanceNorm', 'numFeatures', numFeatures);
+    checkPositive('InstanceNorm', 'eps', eps);
+    this.eps = eps;
+    this.weight = affine ? parameter(Tensor.ones([numFeatures])) : undefined;
+    this.bias = affine ? parameter(Tensor.zeros([numFeatures])) : undefined;
+  }
+
+  forward(x: Tensor): Tensor {
+    checkChannels(`InstanceNorm(${this.numFeatures})`, x, this.numFeatures);
+    const [n] = x.shape as [number];
+    const y = x
+      .reshape([n, this.numFeatures, x.numel / Math.max(1, n * this.numFeatures)])
+      .layernorm(-1, this.eps)
+      .reshape(x.shape);
+    if (this.weight === undefined || this.bias === undefined) return y;
+    const shape = channelShape(x);
+    return y.mul(this.weight.reshape(shape)).add(this.bias.reshape(shape));
+  }
+}
+
+/** LayerNorm over the channels of (N, C, H, W) at each position, as tinygrad's (ConvNeXt's channels-first norm). */
+export class LayerNorm2d extends LayerNorm {
+  constructor(channels: number, opts: LayerNormOptions = {}) {
+    super(channels, opts);
+  }
+
+  override forward(x: Tensor): Tensor {
+    const c = this.normalizedShape[0]!;
+    if (x.ndim !== 4 || x.shape[1] !== c)
+      throw new Error(`LayerNorm2d(${c}): input ${fmt(x.shape)} should be (N, ${c}, H, W)`);
+    return super.forward(x.permute([0, 2, 3, 1])).permute([0, 3, 1, 2]);
+  }
+}
+
 // --- lookup and regularization ------------------------------------------------------------------------------
 
 /**
@@ -482,5 +630,75 @@ export class Dropout extends Module {
 
   forward(x: Tensor): Tensor {
     return x.dropout(this.p);
+  }
+}
+
+// --- recurrent ----------------------------------------------------------------------------------------------
+
+export interface LSTMCellOptions {
+  bias?: boolean;
+}
+
+/**
+ * One step of an LSTM, PyTorch's layout: weightIh (4 hidden, input), weightHh (4 hidden, hidden), biases
+ * (4 hidden) each, gates in the order input, forget, cell, output; all uniform in ±1 / sqrt(hidden) (as
+ * PyTorch; tinygrad starts the biases at zero). forward(x, [h, c]) takes x (N, input) or (input) and the
+ * state (N, hidden) each (zeros when left out) and returns the new [h, c]. It is no Module: its forward
+ * takes and returns a state beside x.
+ */
+export class LSTMCell {
+  weightIh: Tensor;
+  weightHh: Tensor;
+  biasIh: Tensor | undefined;
+  biasHh: Tensor | undefined;
+
+  constructor(
+    readonly inputSize: number,
+    readonly hiddenSize: number,
+    opts: LSTMCellOptions = {},
+  ) {
+    checkCount('LSTMCell', 'inputSize', inputSize);
+    checkCount('LSTMCell', 'hiddenSize', hiddenSize);
+    const bound = 1 / Math.sqrt(hiddenSize);
+    const init = (shape: number[]) => parameter(Tensor.uniform(shape, -bound, bound));
+    this.weightIh = init([4 * hiddenSize, inputSize]);
+    this.weightHh = init([4 * hiddenSize, hiddenSize]);
+    const bias = opts.bias ?? true;
+    this.biasIh = bias ? init([4 * hiddenSize]) : undefined;
+    this.biasHh = bias ? init([4 * hiddenSize]) : undefined;
+  }
+
+  forward(x: Tensor, state?: readonly [Tensor, Tensor]): [Tensor, Tensor] {
+    const name = `LSTMCell(${this.inputSize}, ${this.hiddenSize})`;
+    if ((x.ndim !== 1 && x.ndim !== 2) || x.shape[x.ndim - 1] !== this.inputSize)
+      throw new Error(
+        `${name}: input ${fmt(x.shape)} should be (N, ${this.inputSize}) or (${this.inputSize})`,
+      );
+    const batched = x.ndim === 2;
+    const xs = batched ? x : x.unsqueeze(0);
+    const want = [xs.shape[0]!, this.hiddenSize];
+    const [h, c] = (state ?? [0, 0].map(() => Tensor.zeros(want, { dtype: x.dtype, device: x.device }))).map(
+      (s, i) => {
+        const given = batched ? s : s.ndim === 1 ? s.unsqueeze(0) : s;
+        if (fmt(given.shape) !== fmt(want))
+          throw new Error(
+            `${name}: ${i === 0 ? 'h' : 'c'} ${fmt(s.shape)} should be ${batched ? fmt(want) : `(${this.hiddenSize})`} beside input ${fmt(x.shape)}`,
+          );
+        return given;
+      },
+    ) as [Tensor, Tensor];
+    const affine = (t: Tensor, w: Tensor, b: Tensor | undefined) => {
+      const y = t.matmul(w.transpose());
+      return b === undefined ? y : y.add(b);
+    };
+    const gates = affine(xs, this.weightIh, this.biasIh).add(affine(h, this.weightHh, this.biasHh));
+    const [i, f, g, o] = gates.chunk(4, 1) as [Tensor, Tensor, Tensor, Tensor];
+    const cNew = f.sigmoid().mul(c).add(i.sigmoid().mul(g.tanh()));
+    const hNew = o.sigmoid().mul(cNew.tanh());
+    return batched ? [hNew, cNew] : [hNew.squeeze(0), cNew.squeeze(0)];
+  }
+
+  call(x: Tensor, state?: readonly [Tensor, Tensor]): [Tensor, Tensor] {
+    return this.forward(x, state);
   }
 }

@@ -1,4 +1,4 @@
-// Optimizers (SGD, Adam, AdamW, LAMB): each step builds the new parameters and state lazily and realizes them in one call.
+// Optimizers (SGD, Adam, AdamW, LAMB, LARS, Muon): each step builds the new parameters and state lazily and realizes them in one call.
 import { dtypes, promote } from '../dtype.ts';
 import { setBufferData } from '../engine/buffers.ts';
 import { Tensor } from '../tensor/index.ts';
@@ -246,5 +246,185 @@ export class LAMB extends AdaptiveMoments {
   constructor(params: readonly Tensor[], opts: AdamWOptions = {}) {
     const { lr = 0.001, b1 = 0.9, b2 = 0.999, eps = 1e-6, weightDecay = 0 } = opts;
     super('LAMB', params, { lr, b1, b2, eps, weightDecay }, true);
+  }
+}
+
+/**
+ * Newton-Schulz iteration toward the orthogonal factor U V^T of g's SVD, over its last two axes, as
+ * tinygrad's newton_schulz: X = g / (||g||_F + eps), then `steps` times X = sum_i coefficients[i] (X X^T)^i X
+ * (an odd polynomial in the singular values; Muon's quintic pushes them into about [0.7, 1.2]). A matrix
+ * with more rows than columns goes through transposed, so X X^T is the smaller Gram matrix.
+ */
+export function newtonSchulz(g: Tensor, steps: number, coefficients: readonly number[], eps = 1e-7): Tensor {
+  if (g.ndim < 2) throw new Error(`newtonSchulz: needs a matrix (2 or more dims), got ${fmt(g)}`);
+  if (!Number.isInteger(steps) || steps < 0)
+    throw new Error(`newtonSchulz: steps must be a non-negative integer, got ${steps}`);
+  if (coefficients.length === 0)
+    throw new Error('newtonSchulz: needs at least one coefficient (of X, X X^T X, ...)');
+  if (g.shape[g.ndim - 2]! > g.shape[g.ndim - 1]!)
+    return newtonSchulz(g.transpose(-2, -1), steps, coefficients, eps).transpose(-2, -1);
+  let x = g.div(g.square().sum([-2, -1], true).sqrt().add(eps));
+  for (let s = 0; s < steps; s++) {
+    const gram = x.matmul(x.transpose(-2, -1));
+    let power = x;
+    let next = x.mul(coefficients[0]!);
+    for (const c of coefficients.slice(1)) {
+      power = gram.matmul(power);
+      next = next.add(power.mul(c));
+    }
+    x = next;
+  }
+  return x;
+}
+
+interface MomentumConfig {
+  lr: number;
+  momentum: number;
+  weightDecay: number;
+  nesterov: boolean;
+  /** Scale by lr (and the trust ratio) before the momentum (LARS) instead of after it (SGD, Muon). */
+  classic: boolean;
+  /** Trust coefficient of LARS's layer-wise ratio; 0 turns the ratio off. */
+  tcoef: number;
+  /** Muon's orthogonalization of the momentum step; weight decay then shrinks the parameter after it. */
+  orthogonalize?: { steps: number; coefficients: readonly number[] };
+}
+
+/**
+ * Momentum SGD with LARS's trust ratio and Muon's orthogonalization, tinygrad's LARS: per parameter p with
+ * gradient g, r = tcoef ||p|| / (||g|| + weightDecay ||p||) (1 where a norm is 0; r = 1 without tcoef);
+ * g += weightDecay p (LARS); classic: g = lr r g; with momentum, b = momentum b + g and g = b (Nesterov:
+ * g + momentum b); Muon: g = newtonSchulz of g as a (shape[0], rest) matrix; otherwise g = lr r g; and
+ * p = p - g, Muon's p first shrunk to p (1 - lr weightDecay).
+ */
+abstract class MomentumOptimizer extends Optimizer {
+  readonly momentum: number;
+  readonly weightDecay: number;
+  readonly nesterov: boolean;
+  readonly classic: boolean;
+  readonly tcoef: number;
+  /** Momentum buffers, one per parameter (none without momentum). */
+  readonly buf: Tensor[];
+  private readonly orthogonalize: MomentumConfig['orthogonalize'];
+
+  constructor(name: string, params: readonly Tensor[], opts: MomentumConfig) {
+    super(name, params, opts.lr);
+    checkRange(name, 'momentum', opts.momentum, 0, Infinity);
+    checkRange(name, 'weightDecay', opts.weightDecay, 0, Infinity);
+    checkRange(name, 'tcoef', opts.tcoef, 0, Infinity);
+    if (opts.nesterov && opts.momentum === 0) throw new Error(`${name}: nesterov needs a momentum above 0`);
+    [this.momentum, this.weightDecay, this.nesterov] = [opts.momentum, opts.weightDecay, opts.nesterov];
+    [this.classic, this.tcoef, this.orthogonalize] = [opts.classic, opts.tcoef, opts.orthogonalize];
+    this.buf = opts.momentum > 0 ? this.params.map(zerosFor) : [];
+  }
+
+  protected update(grads: readonly Tensor[]): Tensor[] {
+    const { momentum, weightDecay: wd, orthogonalize } = this;
+    return this.params.map((p, i) => {
+      let g = grads[i]!;
+      let scale: Tensor = this.lr;
+      if (this.tcoef > 0) {
+        const norm = (t: Tensor) => t.square().sum().sqrt();
+        const [r1, r2] = [norm(p), norm(g)];
+        const ratio = r1.mul(this.tcoef).div(r2.add(r1.mul(wd)));
+        scale = scale.mul(r1.gt(0).where(r2.gt(0).where(ratio, 1), 1));
+      }
+      if (wd > 0 && orthogonalize === undefined) g = g.add(p.mul(wd));
+      if (this.classic) g = g.mul(scale);
+      const b = this.buf[i];
+      if (b !== undefined) {
+        assign(b, b.mul(momentum).add(g).cast(b.dtype));
+        g = this.nesterov ? g.add(b.mul(momentum)) : b;
+      }
+      let base = p;
+      if (orthogonalize !== undefined) {
+        const matrix = g.reshape([g.shape[0] ?? 1, -1]);
+        g = newtonSchulz(matrix, orthogonalize.steps, orthogonalize.coefficients).reshape(g.shape);
+        if (wd > 0) base = p.mul(this.lr.mul(-wd).add(1));
+      }
+      if (!this.classic) g = g.mul(scale);
+      return base.sub(g);
+    });
+  }
+
+  protected state(): Tensor[] {
+    return this.buf;
+  }
+}
+
+export interface LARSOptions {
+  lr?: number;
+  momentum?: number;
+  /** L2 penalty added to the gradient (and to the trust ratio's denominator). */
+  weightDecay?: number;
+  nesterov?: boolean;
+  /** Classic momentum: lr and the trust ratio scale the gradient before the momentum buffer (default). */
+  classic?: boolean;
+  /** Trust coefficient; 0 gives plain momentum SGD. */
+  tcoef?: number;
+}
+
+/**
+ * Layer-wise adaptive rate scaling, tinygrad's LARS (lr 0.001, momentum 0.9, weightDecay 1e-4, classic
+ * momentum, tcoef 0.001): momentum SGD whose step for each parameter is scaled by its trust ratio
+ * tcoef ||p|| / (||g|| + weightDecay ||p||).
+ */
+export class LARS extends MomentumOptimizer {
+  constructor(params: readonly Tensor[], opts: LARSOptions = {}) {
+    const {
+      lr = 0.001,
+      momentum = 0.9,
+      weightDecay = 1e-4,
+      nesterov = false,
+      classic = true,
+      tcoef = 0.001,
+    } = opts;
+    super('LARS', params, { lr, momentum, weightDecay, nesterov, classic, tcoef });
+  }
+}
+
+export interface MuonOptions {
+  lr?: number;
+  momentum?: number;
+  /** Decoupled weight decay: each step first multiplies the parameter by 1 - lr weightDecay. */
+  weightDecay?: number;
+  nesterov?: boolean;
+  /** Newton-Schulz iterations per step. */
+  nsSteps?: number;
+  /** The odd polynomial's coefficients (of X, X X^T X, (X X^T)^2 X, ...). */
+  nsCoefficients?: readonly number[];
+}
+
+/**
+ * Muon, tinygrad's (lr 0.001, momentum 0.95, Nesterov, weightDecay 0.1, 5 Newton-Schulz steps with
+ * coefficients 3.4445, -4.775, 2.0315): the Nesterov momentum step of each parameter, seen as a
+ * (shape[0], rest) matrix (a vector as one column), is orthogonalized by newtonSchulz, then p = p (1 - lr
+ * weightDecay) - lr step.
+ */
+export class Muon extends MomentumOptimizer {
+  constructor(params: readonly Tensor[], opts: MuonOptions = {}) {
+    const {
+      lr = 0.001,
+      momentum = 0.95,
+      weightDecay = 0.1,
+      nesterov = true,
+      nsSteps = 5,
+      nsCoefficients = [3.4445, -4.775, 2.0315],
+    } = opts;
+    if (!Number.isInteger(nsSteps) || nsSteps < 0)
+      throw new Error(`Muon: nsSteps must be a non-negative integer, got ${nsSteps}`);
+    if (nsCoefficients.length === 0 || !nsCoefficients.every(Number.isFinite))
+      throw new Error(
+        `Muon: nsCoefficients must be one or more finite numbers, got [${nsCoefficients.join(', ')}]`,
+      );
+    super('Muon', params, {
+      lr,
+      momentum,
+      weightDecay,
+      nesterov,
+      classic: false,
+      tcoef: 0,
+      orthogonalize: { steps: nsSteps, coefficients: nsCoefficients },
+    });
   }
 }

@@ -1,4 +1,4 @@
-// Random tensors: Threefry 2x32 bits computed in kernels, and the distributions, initializers and dropout built on them.
+// Random tensors: Threefry 2x32 bits computed in kernels, and the distributions, initializers, permutations, sampling and dropout built on them.
 import { type DType, dtypes } from '../dtype.ts';
 import { Device } from '../runtime/device.ts';
 import type { UOp } from '../uop/uop.ts';
@@ -9,6 +9,14 @@ declare module './tensor.ts' {
   interface Tensor {
     /** While Tensor.training is set: zeroes each element with probability p and scales the rest by 1/(1-p). */
     dropout(p?: number): Tensor;
+    /**
+     * numSamples category indices (int32) drawn from each row of this 1-D (k) or 2-D (rows, k) tensor of
+     * weights (non-negative, a positive sum per row; not checked, that would read the data): shape
+     * (numSamples) or (rows, numSamples). With replacement each draw inverts the row's cumulative sum;
+     * without, the numSamples largest Efraimidis-Spirakis keys log(u) / w (u uniform in (0, 1]) are taken,
+     * so a zero (or negative) weight comes only after every positive one.
+     */
+    multinomial(numSamples?: number, replacement?: boolean): Tensor;
   }
   namespace Tensor {
     /** Turns on training-only behaviour (dropout); off by default. */
@@ -27,6 +35,17 @@ declare module './tensor.ts' {
     function normal(shape: readonly number[], mean?: number, std?: number, opts?: TensorOptions): Tensor;
     /** He initialization for a [fanOut, fanIn, ...kernel] weight: uniform in ±sqrt(6 / ((1 + a²) fanIn)). */
     function kaimingUniform(shape: readonly number[], a?: number, opts?: TensorOptions): Tensor;
+    /** He initialization for a [fanOut, fanIn, ...kernel] weight: normal with std sqrt(2 / ((1 + a²) fanIn)). */
+    function kaimingNormal(shape: readonly number[], a?: number, opts?: TensorOptions): Tensor;
+    /** Uniform in [0, 1) of t's shape and device, in t's dtype where it is a float (float32 otherwise). */
+    function randLike(t: Tensor, opts?: TensorOptions): Tensor;
+    /** Standard normal of t's shape and device, in t's dtype where it is a float (float32 otherwise). */
+    function randnLike(t: Tensor, opts?: TensorOptions): Tensor;
+    /**
+     * A random permutation of 0..n-1 (int32 unless opts.dtype is another integer type): the ranks of n
+     * random 32-bit keys (ties by position), which compares every pair, so it costs n² work in one kernel.
+     */
+    function randperm(n: number, opts?: TensorOptions): Tensor;
     /** Xavier initialization for a [fanOut, fanIn, ...kernel] weight: uniform in ±sqrt(6 / (fanIn + fanOut)). */
     function glorotUniform(shape: readonly number[], opts?: TensorOptions): Tensor;
   }
@@ -199,6 +218,89 @@ function kaimingUniform(shape: readonly number[], a = 0.01, opts: TensorOptions 
   return uniform(shape, -bound, bound, opts);
 }
 
+function kaimingNormal(shape: readonly number[], a = 0.01, opts: TensorOptions = {}): Tensor {
+  const [fanIn] = fans('Tensor.kaimingNormal', shape);
+  return normal(shape, 0, Math.sqrt(2 / ((1 + a * a) * fanIn)), opts);
+}
+
+/** opts completed from t: its device, and its dtype where that is a float. */
+const likeOptions = (t: Tensor, opts: TensorOptions): TensorOptions => ({
+  ...opts,
+  device: opts.device ?? t.device,
+  dtype: opts.dtype ?? (t.dtype.isFloat ? t.dtype : dtypes.float32),
+});
+
+/**
+ * Each element's rank among the keys along the last axis (int32): how many keys come before it in the
+ * order `before` (a strict order), ties going by position, so every row's ranks are 0..k-1 once each.
+ */
+function ranks(keys: Tensor, before: (a: Tensor, b: Tensor) => Tensor): Tensor {
+  const k = keys.shape[keys.ndim - 1]!;
+  const mine = keys.unsqueeze(-1);
+  const other = keys.unsqueeze(-2);
+  const pos = Tensor.arange(k, undefined, 1, { device: keys.device, dtype: dtypes.int32 });
+  const earlier = pos.unsqueeze(0).lt(pos.unsqueeze(1));
+  const ahead = before(other, mine).where(true, other.eq(mine).where(earlier, false));
+  return ahead.where(1, 0).sum(-1).cast(dtypes.int32);
+}
+
+function randperm(n: number, opts: TensorOptions = {}): Tensor {
+  const op = 'Tensor.randperm';
+  if (!Number.isInteger(n) || n < 0) throw new Error(`${op}: n must be a non-negative integer, got ${n}`);
+  checkShape(op, [n]);
+  const dtype = dtypeOption(op, opts) ?? dtypes.int32;
+  if (!dtype.isInt || dtype === dtypes.index || n - 1 > dtype.max)
+    throw new Error(
+      `${op}: dtype must be an integer type that holds ${Math.max(0, n - 1)}, got ${dtype.name}`,
+    );
+  const device = Device.canonicalize(opts.device ?? Device.default);
+  if (n === 0) return Tensor.empty([0], { dtype, device });
+  // the ranks of independent keys are a uniformly random permutation
+  return ranks(randomBits([n], device)[0], (a, b) => a.lt(b)).cast(dtype);
+}
+
+function multinomial(w: Tensor, numSamples: number, replacement: boolean): Tensor {
+  const op = 'multinomial';
+  if (w.ndim !== 1 && w.ndim !== 2)
+    throw new Error(`${op}: weights (${w.shape.join(', ')}) should be 1-D (k) or 2-D (rows, k)`);
+  if (!Number.isInteger(numSamples) || numSamples < 1)
+    throw new Error(`${op}: numSamples must be a positive integer, got ${numSamples}`);
+  const rows = w.ndim === 2 ? w : w.unsqueeze(0);
+  const [n, k] = rows.shape as [number, number];
+  if (k === 0) throw new Error(`${op}: weights (${w.shape.join(', ')}) have no categories to draw from`);
+  if (!replacement && numSamples > k)
+    throw new Error(
+      `${op}: ${numSamples} samples without replacement from ${k} categories; ask for at most ${k} or pass replacement = true`,
+    );
+  const device = w.device;
+  let picked: Tensor;
+  if (n === 0) picked = Tensor.empty([0, numSamples], { dtype: dtypes.int32, device });
+  else if (replacement || numSamples === 1) {
+    // the index of a draw is how many cumulative shares lie at or below it; a zero weight adds no share
+    const sums = rows.toFloat().cumsum(1);
+    const total = sums.shrink([
+      [0, n],
+      [k - 1, k],
+    ]);
+    const cdf = sums.div(total).unsqueeze(1);
+    const u = Tensor.rand([n, numSamples, 1], { device });
+    picked = u.ge(cdf).where(1, 0).sum(2).cast(dtypes.int32);
+  } else {
+    const u = Tensor.rand([n, k], { device });
+    const weights = rows.toFloat();
+    const keys = weights.gt(0).where(u.neg().add(1).log().div(weights), -Infinity);
+    const rank = ranks(keys, (a, b) => a.gt(b)).unsqueeze(1);
+    const slot = Tensor.arange(numSamples, undefined, 1, { device, dtype: dtypes.int32 }).reshape([
+      1,
+      numSamples,
+      1,
+    ]);
+    const index = Tensor.arange(k, undefined, 1, { device, dtype: dtypes.int32 });
+    picked = rank.eq(slot).where(index, 0).sum(2).cast(dtypes.int32);
+  }
+  return w.ndim === 1 ? picked.reshape([numSamples]) : picked;
+}
+
 function glorotUniform(shape: readonly number[], opts: TensorOptions = {}): Tensor {
   const [fanIn, fanOut] = fans('Tensor.glorotUniform', shape);
   const bound = Math.sqrt(6 / (fanIn + fanOut));
@@ -215,6 +317,10 @@ const statics: Pick<
   | 'normal'
   | 'kaimingUniform'
   | 'glorotUniform'
+  | 'kaimingNormal'
+  | 'randLike'
+  | 'randnLike'
+  | 'randperm'
   | 'training'
 > = {
   manualSeed,
@@ -225,6 +331,10 @@ const statics: Pick<
   normal: marksResult(3, normal),
   kaimingUniform: marksResult(2, kaimingUniform),
   glorotUniform: marksResult(1, glorotUniform),
+  kaimingNormal: marksResult(2, kaimingNormal),
+  randLike: marksResult(1, (t: Tensor, opts: TensorOptions = {}) => rand(t.shape, likeOptions(t, opts))),
+  randnLike: marksResult(1, (t: Tensor, opts: TensorOptions = {}) => randn(t.shape, likeOptions(t, opts))),
+  randperm: marksResult(1, randperm),
   training: false,
 };
 Object.assign(Tensor, statics);
@@ -235,4 +345,8 @@ Tensor.prototype.dropout = function (this: Tensor, p = 0.5): Tensor {
   if (p === 1) return Tensor.zerosLike(this);
   const keep = Tensor.rand(this.shape, { device: this.device }).ge(p);
   return keep.where(this.mul(1 / (1 - p)), 0);
+};
+
+Tensor.prototype.multinomial = function (this: Tensor, numSamples = 1, replacement = false): Tensor {
+  return multinomial(this, numSamples, replacement);
 };
