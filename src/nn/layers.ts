@@ -119,7 +119,7 @@ export class Conv2d extends Module {
     super();
     const { bias = true, ...options } = opts;
     const groups = options.groups ?? 1;
-    const kernel = checkConvShape('Conv2d', inChannels, outChannels, kernelSize, groups);
+    const kernel = checkConvShape(new.target.name, inChannels, outChannels, kernelSize, groups);
     this.options = options;
     [this.weight, this.bias] = convParameters(
       [outChannels, inChannels / groups, ...kernel],
@@ -135,56 +135,35 @@ export class Conv2d extends Module {
 }
 
 /** 1-D convolution of (N, in, L): Conv2d with a kernel of one axis. weight: (out, in / groups, kernelSize). */
-export class Conv1d extends Module {
-  weight: Tensor;
-  bias: Tensor | undefined;
-  readonly options: ConvOptions;
-
+export class Conv1d extends Conv2d {
   constructor(inChannels: number, outChannels: number, kernelSize: number, opts: Conv2dOptions = {}) {
-    super();
-    const { bias = true, ...options } = opts;
-    const groups = options.groups ?? 1;
-    const [k] = checkConvShape('Conv1d', inChannels, outChannels, kernelSize, groups, 1) as [number];
-    this.options = options;
-    [this.weight, this.bias] = convParameters(
-      [outChannels, inChannels / groups, k],
-      outChannels,
-      (inChannels / groups) * k,
-      bias,
-    );
+    super(inChannels, outChannels, [kernelSize], opts);
   }
 
-  forward(x: Tensor): Tensor {
+  override forward(x: Tensor): Tensor {
     if (x.ndim !== 3)
       throw new Error(
         `Conv1d: input ${fmt(x.shape)} should be (N, ${this.weight.shape[1]! * (this.options.groups ?? 1)}, L)`,
       );
-    return x.conv2d(this.weight, this.bias, this.options);
+    return super.forward(x);
   }
 }
 
 /**
- * The kernel's sizes, after checking channels and groups: a list gives its own number of spatial axes,
- * a number stands for `rank` of them (2, or 1 for the 1-D layers).
+ * The kernel's sizes, after checking channels and groups: a list gives its own number of spatial axes, a
+ * number stands for two.
  */
-function checkConvShape(
-  layer: string,
-  cin: number,
-  cout: number,
-  kernel: Size,
-  groups: number,
-  rank = 2,
-): number[] {
+function checkConvShape(layer: string, cin: number, cout: number, kernel: Size, groups: number): number[] {
   checkCount(layer, 'inChannels', cin);
   checkCount(layer, 'outChannels', cout);
   checkCount(layer, 'groups', groups);
   if (cin % groups !== 0 || cout % groups !== 0)
     throw new Error(`${layer}: groups ${groups} must divide inChannels ${cin} and outChannels ${cout}`);
-  if (typeof kernel !== 'number' && (rank !== 2 || kernel.length === 0))
+  if (typeof kernel !== 'number' && kernel.length === 0)
     throw new Error(
-      `${layer}: kernelSize ${JSON.stringify(kernel)} should be ${rank === 2 ? 'a positive integer or a non-empty list of them (one per spatial axis)' : 'one positive integer'}`,
+      `${layer}: kernelSize ${JSON.stringify(kernel)} should be a positive integer or a non-empty list of them (one per spatial axis)`,
     );
-  return perAxis(layer, 'kernelSize', kernel, typeof kernel === 'number' ? rank : kernel.length, 1);
+  return perAxis(layer, 'kernelSize', kernel, typeof kernel === 'number' ? 2 : kernel.length, 1);
 }
 
 export interface ConvTransposeOptions {
@@ -290,7 +269,7 @@ export class ConvTranspose2d extends Module {
     super();
     const { bias = true, ...options } = opts;
     const groups = options.groups ?? 1;
-    const kernel = checkConvShape('ConvTranspose2d', inChannels, outChannels, kernelSize, groups);
+    const kernel = checkConvShape(new.target.name, inChannels, outChannels, kernelSize, groups);
     this.options = options;
     [this.weight, this.bias] = convParameters(
       [inChannels, outChannels / groups, ...kernel],
@@ -306,34 +285,20 @@ export class ConvTranspose2d extends Module {
 }
 
 /** Transposed 1-D convolution of (N, in, L): ConvTranspose2d with a kernel of one axis. */
-export class ConvTranspose1d extends Module {
-  weight: Tensor;
-  bias: Tensor | undefined;
-  readonly options: ConvTransposeOptions;
-
+export class ConvTranspose1d extends ConvTranspose2d {
   constructor(
     inChannels: number,
     outChannels: number,
     kernelSize: number,
     opts: ConvTransposeOptions & { bias?: boolean } = {},
   ) {
-    super();
-    const { bias = true, ...options } = opts;
-    const groups = options.groups ?? 1;
-    const [k] = checkConvShape('ConvTranspose1d', inChannels, outChannels, kernelSize, groups, 1) as [number];
-    this.options = options;
-    [this.weight, this.bias] = convParameters(
-      [inChannels, outChannels / groups, k],
-      outChannels,
-      (outChannels / groups) * k,
-      bias,
-    );
+    super(inChannels, outChannels, [kernelSize], opts);
   }
 
-  forward(x: Tensor): Tensor {
+  override forward(x: Tensor): Tensor {
     if (x.ndim !== 3)
       throw new Error(`ConvTranspose1d: input ${fmt(x.shape)} should be (N, ${this.weight.shape[0]}, L)`);
-    return convTranspose2d(x, this.weight, this.bias, this.options);
+    return super.forward(x);
   }
 }
 

@@ -421,13 +421,13 @@ describe('errors', () => {
       'Conv2d: kernelSize [3,0] should be one integer >= 1 or 2 of them',
     );
     expect(() => new Conv1d(2, 3, [3] as unknown as number)).toThrow(
-      'Conv1d: kernelSize [3] should be one positive integer',
+      'Conv1d: kernelSize [[3]] should be one integer >= 1 or 1 of them',
     );
     expect(() => new Conv1d(3, 4, 2, { groups: 2 })).toThrow(
       'Conv1d: groups 2 must divide inChannels 3 and outChannels 4',
     );
     expect(() => new ConvTranspose1d(2, 2, 2.5)).toThrow(
-      'ConvTranspose1d: kernelSize 2.5 should be one integer >= 1 or 1 of them',
+      'ConvTranspose1d: kernelSize [2.5] should be one integer >= 1 or 1 of them',
     );
     expect(() => new Conv1d(2, 3, 2).call(Tensor.ones([1, 2, 3, 3], { device: 'JS' }))).toThrow(
       'Conv1d: input (1, 2, 3, 3) should be (N, 2, L)',
