@@ -3,6 +3,7 @@
 import type { DType } from '../dtype.ts';
 import type { DeviceBuffer } from '../runtime/buffer.ts';
 import { Tensor } from '../tensor/index.ts';
+import { noteOverwritten } from '../tensor/origins.ts';
 import type { ArgOf, Ops } from '../uop/ops.ts';
 import type { UOp } from '../uop/uop.ts';
 import { deviceBuffer, holdBuffer, letGoOfBuffer } from './buffers.ts';
@@ -17,6 +18,8 @@ interface Captured {
   outputs: UOp[];
   /** The BUFFERs the launches use, but the arguments': the capture holds them, so dispose() leaves them. */
   held: UOp[];
+  /** The BUFFERs the launches write. */
+  written: UOp[];
   single: boolean;
 }
 
@@ -82,7 +85,7 @@ export function jit<A extends Tensor[], R extends Tensor | readonly Tensor[]>(
       return r;
     }
     let r: R | undefined;
-    const { launches, buffers } = recordLaunches(() => {
+    const { launches, buffers, written } = recordLaunches(() => {
       r = f(...args);
       const outs = outputsOf(r, name);
       outs[0]?.realize(...outs.slice(1));
@@ -97,6 +100,7 @@ export function jit<A extends Tensor[], R extends Tensor | readonly Tensor[]>(
       specs: args.map(spec),
       outputs: outs.map((t) => t.uop),
       held,
+      written: [...written],
       single: r instanceof Tensor,
     };
     return r!;
@@ -105,6 +109,8 @@ export function jit<A extends Tensor[], R extends Tensor | readonly Tensor[]>(
   function replay(c: Captured, args: readonly Tensor[]): R {
     const swap = new Map(c.inputs.map((b, i) => [b, deviceBuffer(args[i]!.uop)] as const));
     for (const { program, bufs } of c.launches) program.run(bufs.map((b) => swap.get(b) ?? b));
+    // autograd must not take a replay's values for those of the graphs the capture computed
+    for (const b of c.written) noteOverwritten(b);
     const outs = c.outputs.map((u) => Tensor.fromUOp(u, (u.arg as ArgOf<Ops.BUFFER>).device as string));
     return (c.single ? outs[0] : outs) as unknown as R;
   }

@@ -141,6 +141,8 @@ interface Recording {
   launches: Launch[];
   /** The BUFFER nodes of the recorded launches' inputs and outputs. */
   buffers: Set<UOp>;
+  /** The BUFFER nodes the launches write: each realize's results (fresh, or the buffers assigns write). */
+  written: Set<UOp>;
 }
 let recording: Recording | undefined;
 
@@ -148,7 +150,7 @@ let recording: Recording | undefined;
 export function recordLaunches(fn: () => void): Recording {
   if (recording !== undefined)
     throw new Error('jit: a jitted function cannot run inside another one being captured');
-  const rec: Recording = { launches: [], buffers: new Set() };
+  const rec: Recording = { launches: [], buffers: new Set(), written: new Set() };
   recording = rec;
   try {
     fn();
@@ -190,7 +192,9 @@ function runPlan(plan: Plan, inputs: readonly UOp[], device: string): UOp[] {
   // recorded launches go on using the intermediate storage; otherwise it returns to the allocator
   if (recording === undefined) for (const b of storage) b?.free();
   else for (const b of [...inputs, ...outBuffers.values()]) recording.buffers.add(b);
-  return plan.outputs.map((i) => outBuffers.get(i) ?? inputs[i]!);
+  const results = plan.outputs.map((i) => outBuffers.get(i) ?? inputs[i]!);
+  for (const b of results) recording?.written.add(b);
+  return results;
 }
 
 const loweredCalls = new WeakMap<UOp, UOp[]>();

@@ -72,6 +72,12 @@ export function noteRealized(
   });
 }
 
+/** A buffer written by other means than a realize of a graph (a JIT replay): one more write, no origin. */
+export function noteOverwritten(buf: UOp): void {
+  writes.set(buf, writeCount(buf) + 1);
+  origins.delete(buf);
+}
+
 /**
  * root with every buffer that has an origin replaced by the graph it was computed from, again and again
  * until none is left, except the buffers in `keep` (the gradient targets themselves). Also gives the way

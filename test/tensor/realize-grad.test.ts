@@ -2,6 +2,7 @@
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import { describe, expect, it } from 'vitest';
+import { jit } from '../../src/engine/jit.ts';
 import { SGD } from '../../src/nn/index.ts';
 import { memoryStats } from '../../src/runtime/device.ts';
 import { Tensor } from '../../src/tensor/index.ts';
@@ -78,6 +79,31 @@ for (const device of ['JS', 'CPU']) {
       expect(() => loss.backward()).toThrow(
         /backward: the loss was computed from a buffer \(3, 2\) float32 that assign\(\) has written since/,
       );
+    });
+
+    it('never takes the values of a JIT replay for the graph its capture computed', () => {
+      const w = param([3, 2], 8);
+      const forward = jit((x: Tensor) => x.matmul(w).sum());
+      for (let i = 0; i < 2; i++) forward(input()).backward(); // run, then capture: graphs are kept
+      w.grad = undefined;
+      const replayed = forward(input().mul(2));
+      expect(() => replayed.backward()).toThrow(
+        'backward: the loss () depends on no tensor with requiresGrad',
+      );
+      // a replay that writes a parameter makes values computed from it before stale
+      const opt = new SGD([w], { lr: 0.1 });
+      const train = jit((x: Tensor) => {
+        opt.zeroGrad();
+        const loss = x.matmul(w).sum();
+        loss.backward();
+        opt.step(loss);
+        return loss;
+      });
+      for (let i = 0; i < 2; i++) train(input());
+      const before = input().matmul(w).square().sum();
+      before.item();
+      train(input()); // a replay
+      expect(() => before.backward()).toThrow('that assign() has written since');
     });
 
     it('realizes the gradients with the step, so they read as the step used them', () => {
