@@ -220,10 +220,13 @@ function realizeCall(call: UOp, device: string): UOp[] {
   return results;
 }
 
-/** Computes every tensor's value; afterwards each tensor's uop is the BUFFER holding it. */
-export function realize(tensors: readonly Realizable[]): void {
+/**
+ * Computes every tensor's value; afterwards each tensor's uop is the BUFFER holding it. Returns the buffers
+ * the realize created (a tensor whose graph was a view of an input gets that input's buffer instead).
+ */
+export function realize(tensors: readonly Realizable[]): ReadonlySet<UOp> {
   const pending = tensors.filter((t) => t.uop.op !== Ops.BUFFER);
-  if (pending.length === 0) return;
+  if (pending.length === 0) return new Set();
   const devices = new Set(pending.map((t) => t.device));
   if (devices.size > 1)
     throw new Error(
@@ -249,6 +252,8 @@ export function realize(tensors: readonly Realizable[]): void {
   pending.forEach((t, i) => {
     t.uop = outputs[i]!;
   });
+  const read = new Set(inputs);
+  return new Set(outputs.filter((b) => !read.has(b)));
 }
 
 /**

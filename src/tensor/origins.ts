@@ -4,13 +4,13 @@ import { isReleased } from '../engine/buffers.ts';
 import { Ops } from '../uop/ops.ts';
 import { substitute } from '../uop/pattern.ts';
 import { fmtShape } from '../uop/shape.ts';
-import type { UOp } from '../uop/uop.ts';
+import { UOp } from '../uop/uop.ts';
 import { gradientPath } from './autograd.ts';
 
 interface Origin {
   graph: UOp;
-  /** Every buffer the graph reads, and the buffer holding its value, with their write counts then. */
-  reads: Map<UOp, number>;
+  /** The write counts, when the graph ran, of the buffers it read (and others of the same realize). */
+  counts: ReadonlyMap<UOp, number>;
 }
 
 // Keyed by BUFFER node, so an origin (and the buffers its graph reads) lives exactly as long as the node,
@@ -25,50 +25,67 @@ function computedValue(graph: UOp): UOp {
   return graph.op === Ops.AFTER ? graph.src[1]!.src[1]! : graph;
 }
 
+/** Whether `node` occurs in `graph` (a search that stops when it finds it). */
+function occursIn(node: UOp, graph: UOp): boolean {
+  const seen = new Set<UOp>();
+  const stack = [graph];
+  while (stack.length) {
+    const u = stack.pop()!;
+    if (u === node) return true;
+    for (const s of u.src)
+      if (!seen.has(s)) {
+        seen.add(s);
+        stack.push(s);
+      }
+  }
+  return false;
+}
+
 /**
  * Before a realize: for each graph (undefined: a tensor that is itself a gradient target), the origin its
  * result will have, if a gradient can flow from it to one of `targets` (the buffers of tensors with
  * requiresGrad) directly or through buffers that have origins. An assign whose value reads its own buffer
- * (an optimizer's moments, a running mean) gets none: the origin would read the value it replaces.
+ * (an optimizer's moments, a running mean) gets none: the origin would read the value it replaces. One walk
+ * over all the graphs; the write counts are shared by the origins of one realize.
  */
 export function originsOf(
   graphs: readonly (UOp | undefined)[],
   targets: ReadonlySet<UOp>,
 ): (Origin | undefined)[] {
-  return graphs.map((graph) => {
-    if (graph === undefined || graph.op === Ops.BUFFER) return undefined;
-    const value = computedValue(graph);
-    const order = value.toposort();
-    if (graph.op === Ops.AFTER && order.includes(graph.src[0]!)) return undefined;
-    const onPath = gradientPath(order, (u) => targets.has(u) || origins.has(u));
-    if (!onPath.has(value)) return undefined;
-    const reads = new Map<UOp, number>();
-    for (const u of order) if (u.op === Ops.BUFFER) reads.set(u, writeCount(u));
-    return { graph: value, reads };
+  const values = graphs.map((g) => (g === undefined || g.op === Ops.BUFFER ? undefined : computedValue(g)));
+  const live = values.filter((v) => v !== undefined);
+  if (live.length === 0) return [];
+  const order = UOp.sink(...live).toposort();
+  const onPath = gradientPath(order, (u) => targets.has(u) || origins.has(u));
+  let counts: Map<UOp, number> | undefined;
+  return values.map((value, i) => {
+    const graph = graphs[i]!;
+    if (value === undefined || !onPath.has(value)) return undefined;
+    if (graph.op === Ops.AFTER && occursIn(graph.src[0]!, value)) return undefined;
+    counts ??= new Map(order.filter((u) => u.op === Ops.BUFFER).map((u) => [u, writeCount(u)]));
+    return { graph: value, counts };
   });
 }
 
 /**
- * After a realize: each graph's result buffer gets the origin found before it (or loses an old one), and the
- * buffer an assign wrote counts one more write. A result that is one of its graph's own inputs (the graph
- * was a view of a buffer) keeps that buffer's origin.
+ * After a realize: each buffer it created, and each buffer an assign wrote, gets the origin found before it
+ * (or loses an old one), and an assign's buffer counts one more write. A result that is an input of its
+ * graph (the graph was a view of a buffer) keeps that buffer's origin.
  */
 export function noteRealized(
   graphs: readonly UOp[],
   results: readonly UOp[],
+  created: ReadonlySet<UOp>,
   found: readonly (Origin | undefined)[] | undefined,
 ): void {
   graphs.forEach((graph, i) => {
     const buf = results[i]!;
-    if (buf.op !== Ops.BUFFER || graph === buf) return;
+    const assigned = graph.op === Ops.AFTER && buf.op === Ops.BUFFER;
+    if (!assigned && !created.has(buf)) return;
+    if (assigned) writes.set(buf, writeCount(buf) + 1);
     const origin = found?.[i];
-    if (graph.op === Ops.AFTER) writes.set(buf, writeCount(buf) + 1);
-    else if (origin?.reads.has(buf)) return;
     if (origin === undefined) origins.delete(buf);
-    else {
-      origin.reads.set(buf, writeCount(buf));
-      origins.set(buf, origin);
-    }
+    else origins.set(buf, origin);
   });
 }
 
@@ -96,8 +113,8 @@ export function throughOrigins(
     for (const u of root.toposort()) {
       const origin = u.op === Ops.BUFFER && !keep.has(u) ? origins.get(u) : undefined;
       if (origin === undefined) continue;
-      for (const [buf, count] of origin.reads)
-        if (writeCount(buf) !== count)
+      for (const buf of origin.graph.toposort())
+        if (buf.op === Ops.BUFFER && writeCount(buf) !== origin.counts.get(buf))
           throw new Error(
             `${op}: the loss was computed from a buffer ${fmtShape(buf.shape)} ${buf.dtype.name} that assign() has written since (an optimizer step?), so its gradient would use the new values; take gradients before writing the tensors the loss was computed from`,
           );

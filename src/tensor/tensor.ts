@@ -321,10 +321,11 @@ export class Tensor {
             tensors.map((t, i) => (t.requiresGrad ? undefined : graphs[i])),
             gradTargets(),
           );
-    realize(tensors);
+    const created = realize(tensors);
     noteRealized(
       graphs,
       tensors.map((t) => t.uop),
+      created,
       found,
     );
     return this;
