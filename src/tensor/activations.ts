@@ -1,5 +1,6 @@
 // Activations (hardswish, selu, mish, ...) and math (log10, inverse hyperbolics, lerp, logaddexp, isclose).
 import { type DType, dtypes } from '../dtype.ts';
+import { expm1, log1p, oddFrom, signbit } from './elementwise.ts';
 import { broadcastShape, Tensor } from './tensor.ts';
 
 export interface IsCloseOptions {
@@ -74,33 +75,6 @@ const EPS = new Map<DType, number>([
  */
 const large = (d: DType) => 1 / Math.sqrt(EPS.get(d) ?? 2 ** -23);
 
-/** An odd function's value from r = f(|x|): -r for negative x, and x itself at ±0 (keeping -0). */
-const oddFrom = (x: Tensor, r: Tensor) => x.eq(0).where(x, x.lt(0).where(r.neg(), r));
-
-/**
- * log(1 + y) for y >= -1: log(w) * y / (w - 1) with w = 1 + y cancels the rounding of w (Goldberg);
- * y where w rounds to 1, and log(w) where w overflows.
- */
-function log1p(y: Tensor): Tensor {
-  const w = y.add(1);
-  const one = w.eq(1);
-  // the unused branch stays finite (no 0/0), so no NaN reaches the gradient through where
-  const corrected = w.log().mul(y.div(one.where(1, w.sub(1))));
-  return one.where(y, w.eq(Infinity).where(w, corrected));
-}
-
-/** exp(z) - 1 without cancellation near 0: 2t / (1 - t) with t = tanh(z/2) there, exp(z) - 1 elsewhere. */
-function expm1(z: Tensor): Tensor {
-  const t = z.mul(0.5).tanh();
-  return z
-    .abs()
-    .lt(0.5)
-    .where(t.mul(2).div(t.neg().add(1)), z.exp().sub(1));
-}
-
-/** Whether the sign bit is set: x < 0, or x is -0 (1/-0 is -inf). */
-const signbit = (x: Tensor) => x.lt(0).bitwiseOr(x.eq(0).bitwiseAnd(x.reciprocal().lt(0)));
-
 /** y as a tensor beside x (a number takes x's dtype), checked to broadcast with x so errors name the op. */
 function operand(x: Tensor, op: string, y: Tensor | number): Tensor {
   const t = x.toTensor(op, y);
@@ -145,7 +119,7 @@ Tensor.prototype.celu = function (this: Tensor, alpha = 1): Tensor {
   if (alpha === 0 || !Number.isFinite(alpha))
     throw new Error(`celu: alpha must be a finite nonzero number (x is divided by it), got ${alpha}`);
   const x = this.toFloat();
-  return x.gt(0).where(x, expm1(x.div(alpha)).mul(alpha));
+  return x.gt(0).where(x, expm1(x.minimum(0).div(alpha)).mul(alpha));
 };
 
 Tensor.prototype.hardtanh = function (this: Tensor, min = -1, max = 1): Tensor {

@@ -78,26 +78,33 @@ function poly(x: Tensor, coefs: readonly number[]): Tensor {
   return acc;
 }
 
-/** An odd function's value from r = f(|x|): -r for negative x, and x itself at ±0 (keeping -0). */
-const oddFrom = (x: Tensor, r: Tensor) => x.eq(0).where(x, x.lt(0).where(r.neg(), r));
+// Helpers shared with the other elementwise families (activations.ts). A branch that where() does not take
+// must stay finite: its gradient is 0 times its derivative there, and 0 * inf is NaN.
 
-/** Whether the sign bit is set: x < 0, or x is -0 (1/-0 is -inf). */
-const signbit = (x: Tensor) => x.lt(0).bitwiseOr(x.reciprocal().lt(0));
+/** @internal An odd function's value from r = f(|x|): -r for negative x, and x itself at ±0 (keeping -0). */
+export const oddFrom = (x: Tensor, r: Tensor) => x.eq(0).where(x, x.lt(0).where(r.neg(), r));
 
-/** exp(x) - 1 without the cancellation near 0: a Taylor series there (|x| < 0.5), exp(x) - 1 elsewhere. */
-function expm1(x: Tensor): Tensor {
+/** @internal Whether the sign bit is set: x < 0, or x is -0 (1/-0 is -inf). */
+export const signbit = (x: Tensor) => x.lt(0).bitwiseOr(x.eq(0).bitwiseAnd(x.reciprocal().lt(0)));
+
+/** @internal exp(x) - 1 without cancellation near 0: a Taylor series there (|x| < 0.5), exp(x) - 1 elsewhere. */
+export function expm1(x: Tensor): Tensor {
   const coefs = [10, 9, 8, 7, 6, 5, 4, 3, 2, 1].map((n) => 1 / factorial(n));
-  return x
-    .abs()
-    .lt(0.5)
-    .where(x.mul(poly(x, coefs)), x.exp().sub(1));
+  const near = x.abs().lt(0.5);
+  const s = near.where(x, 0); // the series overflows for large |x|, where it is not used
+  return near.where(s.mul(poly(s, coefs)), x.exp().sub(1));
 }
 const factorial = (n: number): number => (n <= 1 ? 1 : n * factorial(n - 1));
 
-/** log(1 + x) for x in [0, 1]: log(w) * x / (w - 1) with w = 1 + x cancels the rounding of w (Goldberg). */
-function log1p(x: Tensor): Tensor {
-  const w = x.add(1);
-  return w.eq(1).where(x, w.log().mul(x).div(w.sub(1)));
+/**
+ * @internal log(1 + y) for y >= -1: log(w) * y / (w - 1) with w = 1 + y cancels the rounding of w
+ * (Goldberg); y where w rounds to 1, and log(w) where w overflows.
+ */
+export function log1p(y: Tensor): Tensor {
+  const w = y.add(1);
+  const one = w.eq(1);
+  const corrected = w.log().mul(y.div(one.where(1, w.sub(1))));
+  return one.where(y, w.eq(Infinity).where(w, corrected));
 }
 
 /** atan of x in [-1, 1]: the odd polynomial of Abramowitz & Stegun 4.4.49 (error below 2e-8). */
@@ -176,8 +183,10 @@ Tensor.prototype.tanh = function (this: Tensor): Tensor {
 Tensor.prototype.erf = function (this: Tensor): Tensor {
   const x = this.toFloat();
   const a = x.abs();
-  const series = x
-    .mul(poly(x.mul(x), [1 / 9360, -1 / 1320, 1 / 216, -1 / 42, 1 / 10, -1 / 3, 1]))
+  const near = a.lt(0.5);
+  const s = near.where(x, 0); // the series overflows for large |x|, where it is not used
+  const series = s
+    .mul(poly(s.mul(s), [1 / 9360, -1 / 1320, 1 / 216, -1 / 42, 1 / 10, -1 / 3, 1]))
     .mul(TWO_OVER_SQRT_PI);
   const t = a.mul(0.5).add(1).reciprocal();
   const exponent = poly(
@@ -188,7 +197,7 @@ Tensor.prototype.erf = function (this: Tensor): Tensor {
     ],
   ).sub(a.mul(a));
   const r = t.mul(exponent.exp()).neg().add(1);
-  return a.lt(0.5).where(series, x.lt(0).where(r.neg(), r));
+  return near.where(series, x.lt(0).where(r.neg(), r));
 };
 
 // --- activations --------------------------------------------------------------------------------------
@@ -199,7 +208,7 @@ Tensor.prototype.leakyRelu = function (this: Tensor, slope = 0.01): Tensor {
 
 Tensor.prototype.elu = function (this: Tensor, alpha = 1): Tensor {
   const x = this.toFloat();
-  return x.gt(0).where(x, expm1(x).mul(alpha));
+  return x.gt(0).where(x, expm1(x.minimum(0)).mul(alpha));
 };
 
 // x * sigmoid(2u) equals x/2 * (1 + tanh(u)) without 1 + tanh(u) cancelling for negative x; at -inf the

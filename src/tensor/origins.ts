@@ -9,8 +9,11 @@ import { gradientPath } from './autograd.ts';
 
 interface Origin {
   graph: UOp;
-  /** The write counts, when the graph ran, of the buffers it read (and others of the same realize). */
-  counts: ReadonlyMap<UOp, number>;
+  /**
+   * The write counts, when the graph ran, of the buffers it read (and of others of the same realize: held
+   * weakly, so they keep no buffer alive).
+   */
+  counts: WeakMap<UOp, number>;
 }
 
 // Keyed by BUFFER node, so an origin (and the buffers its graph reads) lives exactly as long as the node,
@@ -57,12 +60,15 @@ export function originsOf(
   if (live.length === 0) return [];
   const order = UOp.sink(...live).toposort();
   const onPath = gradientPath(order, (u) => targets.has(u) || origins.has(u));
-  let counts: Map<UOp, number> | undefined;
+  let counts: WeakMap<UOp, number> | undefined;
   return values.map((value, i) => {
     const graph = graphs[i]!;
     if (value === undefined || !onPath.has(value)) return undefined;
     if (graph.op === Ops.AFTER && occursIn(graph.src[0]!, value)) return undefined;
-    counts ??= new Map(order.filter((u) => u.op === Ops.BUFFER).map((u) => [u, writeCount(u)]));
+    if (counts === undefined) {
+      counts = new WeakMap();
+      for (const u of order) if (u.op === Ops.BUFFER) counts.set(u, writeCount(u));
+    }
     return { graph: value, counts };
   });
 }

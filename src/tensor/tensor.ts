@@ -505,8 +505,12 @@ export class Tensor {
   relu(): Tensor {
     return this.maximum(0);
   }
+  /** 1 / (1 + exp(-x)) from e = exp(-|x|), which never overflows: no inf meets a 0 in the gradient. */
   sigmoid(): Tensor {
-    return this.neg().exp().add(1).reciprocal();
+    const x = this.toFloat();
+    const e = x.abs().neg().exp();
+    const r = e.add(1).reciprocal();
+    return x.ge(0).where(r, e.mul(r));
   }
   abs(): Tensor {
     return this.maximum(this.neg());
@@ -779,9 +783,12 @@ export class Tensor {
    * axis too long for one window view goes in blocks (blockedCumsum).
    */
   cumsum(axis = 0): Tensor {
+    // a scalar scans as one element (axis 0 or -1, as PyTorch)
+    if (this.ndim === 0) return this.reshape([1]).cumsum(this.axis(axis, 1)).reshape([]);
     const a = this.axis(axis);
     if (a !== this.ndim - 1) return this.transpose(a, -1).cumsum(-1).transpose(a, -1);
     const n = this.shape[a]!;
+    if (n === 0) return this.cast(sumAccDType(this.dtype));
     if (!windowFits(n)) return blockedCumsum(this);
     const lead = this.shape.slice(0, -1);
     const x = this.pad([...lead.map(() => [0, 0] as [number, number]), [n - 1, 0]]);

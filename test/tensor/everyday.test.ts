@@ -29,3 +29,49 @@ for (const device of ['JS', 'CPU']) {
     });
   });
 }
+
+describe('cumsum at the edges', () => {
+  it('scans a zero-size axis to an empty result and a scalar as one element', () => {
+    const empty = Tensor.zeros([2, 0], { device: 'JS' });
+    expect(empty.cumsum(1).shape).toEqual([2, 0]);
+    expect(empty.cumsum(0).shape).toEqual([2, 0]);
+    expect(new Tensor(5, { device: 'JS' }).cumsum().item()).toBe(5);
+    expect(new Tensor(5, { device: 'JS' }).cumsum(-1).item()).toBe(5);
+    expect(() => new Tensor(5, { device: 'JS' }).cumsum(1)).toThrow(
+      'axis 1 is out of range for shape (): valid axes are -1..0',
+    );
+  });
+});
+
+// d/dx at -inf-ward and +inf-ward inputs: every activation saturates there to a finite slope. A branch
+// that where() does not take must stay finite, or its 0 gradient times an infinite derivative gives NaN.
+const SLOPES: Record<string, [number, number]> = {
+  sigmoid: [0, 0],
+  tanh: [0, 0],
+  erf: [0, 0],
+  gelu: [0, 1],
+  silu: [0, 1],
+  swish: [0, 1],
+  quickGelu: [0, 1],
+  mish: [0, 1],
+  softplus: [0, 1],
+  elu: [0, 1],
+  celu: [0, 1],
+  selu: [0, 1.0507009873554805],
+  logsigmoid: [1, 0],
+  hardswish: [0, 1],
+};
+
+for (const device of ['JS', 'CPU'])
+  describe(`gradients at saturated inputs on ${device}`, () => {
+    it('are the finite limits, not NaN', () => {
+      for (const [op, [low, high]] of Object.entries(SLOPES)) {
+        const x = new Tensor([-1e5, -100, 100, 1e5], { device, dtype: 'float32', requiresGrad: true });
+        (x[op as 'sigmoid']() as Tensor).sum().backward();
+        const g = x.grad!.tolist() as number[];
+        g.forEach((v, i) => {
+          expect(v, `${op}'(${[-1e5, -100, 100, 1e5][i]})`).toBeCloseTo(i < 2 ? low : high, 6);
+        });
+      }
+    });
+  });
