@@ -1,24 +1,11 @@
 // Memory: dispose() frees at once, collected tensors return their buffers for reuse, and training stays flat.
-import { setFlagsFromString } from 'node:v8';
-import { runInNewContext } from 'node:vm';
 import { describe, expect, it } from 'vitest';
 import { jit } from '../../src/engine/jit.ts';
 import { Context } from '../../src/helpers.ts';
 import { Linear, SGD } from '../../src/nn/index.ts';
 import { memoryStats } from '../../src/runtime/device.ts';
 import { Tensor } from '../../src/tensor/index.ts';
-
-setFlagsFromString('--expose-gc');
-const gc = runInNewContext('gc') as () => void;
-const tick = () => new Promise((resolve) => setTimeout(resolve, 0));
-// weakly held objects live until the job ends, and finalizers run in later tasks: end the job, collect, wait
-async function settle(): Promise<void> {
-  for (let i = 0; i < 3; i++) {
-    await tick();
-    gc();
-  }
-  await tick();
-}
+import { settle } from '../settle.ts';
 
 const JS = 'JS';
 

@@ -1,23 +1,11 @@
 // Autograd across realize: reading a value before backward(), realized intermediates, and stale values.
-import { setFlagsFromString } from 'node:v8';
-import { runInNewContext } from 'node:vm';
 import { describe, expect, it } from 'vitest';
 import { jit } from '../../src/engine/jit.ts';
 import { SGD } from '../../src/nn/index.ts';
 import { memoryStats } from '../../src/runtime/device.ts';
 import { Tensor } from '../../src/tensor/index.ts';
+import { settle } from '../settle.ts';
 import { close, data, values } from './reference.ts';
-
-setFlagsFromString('--expose-gc');
-const gc = runInNewContext('gc') as () => void;
-const tick = () => new Promise((resolve) => setTimeout(resolve, 0));
-async function settle(): Promise<void> {
-  for (let i = 0; i < 3; i++) {
-    await tick();
-    gc();
-  }
-  await tick();
-}
 
 for (const device of ['JS', 'CPU']) {
   describe(`gradients after realize on ${device}`, () => {
