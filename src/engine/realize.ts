@@ -1,136 +1,35 @@
-// Realize: callify the tensors' graph, then run its plan: the kernels of the schedule, compiled once, over
-// the input buffers, fresh output buffers and planned intermediate storage. Plans are cached by content key.
-import { lowerKernel } from '../codegen/index.ts';
-import { NOOPT } from '../codegen/opt/heuristic.ts';
-import { CPU_TARGET, printOpts, type Target } from '../codegen/opt/opts.ts';
-import { BEAM, beamSearch } from '../codegen/opt/search.ts';
-import type { DType } from '../dtype.ts';
+// Realize: the schedule's stages (src/schedule/index.ts) give a function of the tensors' input buffers and its
+// plan, cached by the function's content key; the program stage (compile.ts) compiles the plan's kernels;
+// realize runs them over the input buffers, fresh output buffers and the planned intermediate storage.
+
 import { DEBUG } from '../helpers.ts';
-import { renderC } from '../renderer/c.ts';
-import { renderJS } from '../renderer/js.ts';
-import type { Backend, Program } from '../runtime/backend.ts';
+import type { Program } from '../runtime/backend.ts';
 import { DeviceBuffer } from '../runtime/buffer.ts';
 import { Device } from '../runtime/device.ts';
-import { callify } from '../schedule/callify.ts';
-import { planMemory } from '../schedule/memory.ts';
-import { newBuffer, rangeify, type Schedule } from '../schedule/rangeify.ts';
-import { bindBody, resolveFunctions } from '../schedule/resolve.ts';
-import { type ArgOf, Ops } from '../uop/ops.ts';
-import { printLinear, toCode } from '../uop/print.ts';
+import { kernelsOf, type Plan, planOf, toFunction } from '../schedule/index.ts';
+import { newBuffer, type Schedule } from '../schedule/rangeify.ts';
+import { bindBody } from '../schedule/resolve.ts';
+import { Ops } from '../uop/ops.ts';
 import type { UOp } from '../uop/uop.ts';
 import { deviceBuffer } from './buffers.ts';
+import { type Compiled, compileKernel, optsKey } from './compile.ts';
 
 interface Realizable {
   uop: UOp;
   readonly device: string;
 }
 
-/** Source renderers by device kind. */
-const RENDERERS: Record<string, ((name: string, linear: UOp) => string) | undefined> = {
-  CPU: renderC,
-  JS: renderJS,
-  NULL: renderC,
-};
-
-/** What the kernel optimizer may use on a device: C has vector types, JS does not. */
-const targetOf = (backend: Backend): Target => ({
-  ...CPU_TARGET,
-  threads: backend.threads(),
-  vectors: backend.kind !== 'JS',
-  registers: backend.registers(),
-  vectorBytes: backend.vectorBytes(),
-});
-
-/** What decides the opts a kernel gets on a device, for the program and plan caches' keys. */
-const optsKey = (backend: Backend) => `${NOOPT.value}|${BEAM.value}|${backend.threads()}`;
-
-const programs = new Map<string, Compiled>();
-
-interface Compiled {
-  program: Program;
-  display: string;
-  flops: number;
-}
-
-/** The compiled program of a kernel on a device, cached by the kernel's content. */
-function programFor(ast: UOp, device: string): Compiled {
-  const backend = Device.get(device);
-  // the optimizations in force are part of what a kernel compiles to
-  const key = `${device}|${optsKey(backend)}|${ast.key}`;
-  let p = programs.get(key);
-  if (p === undefined) {
-    const render = RENDERERS[backend.kind];
-    if (render === undefined) throw new Error(`no renderer for device ${device}`);
-    const target = targetOf(backend);
-    // searched opts where BEAM asks (undefined: the hand-coded ones)
-    const searched =
-      BEAM.value > 0 && !NOOPT.value ? beamSearch(ast, backend, render, BEAM.value, { target }) : undefined;
-    const { name, linear, display, flops, opts } = lowerKernel(ast, { target, opts: searched });
-    const source = render(name, linear);
-    if (DEBUG.value >= 5) console.log(toCode(ast));
-    if (DEBUG.value >= 6) console.log(printLinear(linear));
-    if (DEBUG.value >= 4) console.log(source);
-    if (DEBUG.value >= 3) console.log(`${display}: ${opts.length ? printOpts(opts) : 'no opts'}`);
-    p = { program: backend.compile(name, source), display, flops };
-    programs.set(key, p);
-  }
-  return p;
-}
-
-/**
- * A callified graph's schedule, ready to run: buffer table entries 0..inputs-1 are the inputs, the rest
- * are the buffers the kernels create (outputs and intermediates).
- */
-interface Plan {
+/** A plan whose kernels are compiled. */
+interface Runnable extends Omit<Plan, 'steps'> {
   steps: { kernel: Compiled; refs: number[]; bytes: number }[];
-  inputs: number;
-  created: { shape: number[]; dtype: DType }[];
-  /** The table entry holding each root's value. */
-  outputs: number[];
-  /** Storage slot of each created intermediate (outputs get their own buffers). */
-  slotOf: number[];
-  slots: number;
 }
 
-const plans = new Map<string, Plan>();
+const plans = new Map<string, Runnable>();
 
-function makePlan(body: UOp, inputs: number, device: string): Plan {
-  const schedule = rangeify(body.src, () => device);
-  const table = new Map<UOp, number>();
-  const created: Plan['created'] = [];
-  const entry = (b: UOp): number => {
-    if (b.op === Ops.PARAM) return (b.arg as ArgOf<Ops.PARAM>).slot as number;
-    let i = table.get(b);
-    if (i === undefined) {
-      table.set(b, (i = inputs + created.length));
-      created.push({ shape: b.shape as number[], dtype: b.dtype });
-    }
-    return i;
-  };
-  const steps = schedule.kernels.map((k) => {
-    const refs = k.bufs.map(entry);
-    const bytes = k.bufs.reduce(
-      (n, b) => n + (b.shape as number[]).reduce((a, d) => a * d, b.dtype.itemsize),
-      0,
-    );
-    return { kernel: programFor(k.ast, device), refs, bytes };
-  });
-  const outputs = body.src.map((r) => entry(schedule.outputs.get(r)!));
-  const uses = created.map((c, j) => {
-    const touching = steps.flatMap((s, i) => (s.refs.includes(inputs + j) ? [i] : []));
-    const size = c.shape.reduce((a, d) => a * d, 1);
-    // an empty buffer may have no kernel touching it
-    return {
-      size,
-      dtype: c.dtype,
-      first: touching[0] ?? 0,
-      last: touching.at(-1) ?? 0,
-      output: outputs.includes(inputs + j),
-    };
-  });
-  const { slotOf, slots } = planMemory(uses);
-  return { steps, inputs, created, outputs, slotOf, slots };
-}
+const compilePlan = (plan: Plan, device: string): Runnable => ({
+  ...plan,
+  steps: plan.steps.map(({ ast, refs, bytes }) => ({ kernel: compileKernel(ast, device), refs, bytes })),
+});
 
 /** A kernel launch as a JIT records it: the program and the buffers it ran on. */
 export interface Launch {
@@ -160,7 +59,7 @@ export function recordLaunches(fn: () => void): Recording {
   return rec;
 }
 
-function runPlan(plan: Plan, inputs: readonly UOp[], device: string): UOp[] {
+function runPlan(plan: Runnable, inputs: readonly UOp[], device: string): UOp[] {
   const table: DeviceBuffer[] = inputs.map(deviceBuffer);
   const outBuffers = new Map<number, UOp>();
   const storage: (DeviceBuffer | undefined)[] = new Array(plan.slots);
@@ -234,16 +133,14 @@ export function realize(tensors: readonly Realizable[]): ReadonlySet<UOp> {
     );
   const device = pending[0]!.device;
   const t0 = performance.now();
-  const { body, inputs } = callify(
-    resolveFunctions(
-      pending.map((t) => t.uop),
-      (call) => realizeCall(call, device),
-    ),
+  const { body, inputs } = toFunction(
+    pending.map((t) => t.uop),
+    (call) => realizeCall(call, device),
   );
   const key = `${device}|${optsKey(Device.get(device))}|${body.key}`;
   let plan = plans.get(key);
   const cached = plan !== undefined;
-  if (plan === undefined) plans.set(key, (plan = makePlan(body, inputs.length, device)));
+  if (plan === undefined) plans.set(key, (plan = compilePlan(planOf(body, inputs.length, device), device)));
   const outputs = runPlan(plan, inputs, device);
   if (DEBUG.value >= 1)
     console.log(
@@ -263,15 +160,11 @@ export function realize(tensors: readonly Realizable[]): ReadonlySet<UOp> {
 export function scheduleOf(tensors: readonly Realizable[]): Schedule {
   const pending = tensors.filter((t) => t.uop.op !== Ops.BUFFER);
   const device = tensors[0]!.device;
-  return rangeify(
-    callify(
-      resolveFunctions(
-        pending.map((t) => t.uop),
-        (call) => realizeCall(call, device),
-      ),
-    ).body.src,
-    () => device,
+  const { body } = toFunction(
+    pending.map((t) => t.uop),
+    (call) => realizeCall(call, device),
   );
+  return kernelsOf(body, device);
 }
 
 /** How many schedules are cached (for tests). */

@@ -750,7 +750,7 @@ export class Tensor {
       axis === undefined
         ? this.shape.map((_, i) => i)
         : (typeof axis === 'number' ? [axis] : axis).map((a) => this.axis(a));
-    const r = splitReduce(this, op, axes) ?? this.wrap(this.uop.reduce(op, axes));
+    const r = this.wrap(this.uop.reduce(op, axes));
     return keepdim ? r : r.reshape(this.shape.filter((_, i) => !axes.includes(i)));
   }
   /**
@@ -864,37 +864,6 @@ export function blockedCumsum(x: Tensor, block = CUMSUM_BLOCK): Tensor {
     .add(before.unsqueeze(-1))
     .reshape([...lead, blocks * block]);
   return blocks * block === n ? out : out.shrink([...keep, [0, n]]);
-}
-
-/** Reductions of at least this many elements into fewer than SPLIT_OUTPUTS results go in two steps. */
-const SPLIT_FROM = 1 << 16;
-const SPLIT_OUTPUTS = 32;
-/** Partial results of the first step, as many as divide the axis (each still reduces 256 or more). */
-const SPLIT_PARTS = [256, 128, 64, 32, 16, 8, 4, 2];
-/** Each part keeps this many interleaved partial results: the lanes of a vector over contiguous elements. */
-const SPLIT_LANES = 16;
-
-/**
- * A big reduction into a few results, in two steps (keepdim shape): the largest reduced axis is split into
- * parts, each reduced to SPLIT_LANES interleaved partial results, which the second step reduces. A single
- * result has no loop for threads to share, and no lanes for vectors; the first step has both.
- */
-function splitReduce(x: Tensor, op: ReduceOp, axes: readonly number[]): Tensor | undefined {
-  // sums only: max shares its gradient evenly among tied maxima, and in two steps it would share per step
-  if (op !== Ops.ADD) return undefined;
-  const count = axes.reduce((n, a) => n * x.shape[a]!, 1);
-  if (count < SPLIT_FROM || x.numel / count >= SPLIT_OUTPUTS) return undefined;
-  const a = axes.reduce((best, i) => (x.shape[i]! > x.shape[best]! ? i : best), axes[0]!);
-  const n = x.shape[a]!;
-  const parts = SPLIT_PARTS.find((p) => n % p === 0 && n / p >= 256);
-  if (parts === undefined) return undefined;
-  const lanes = (n / parts) % SPLIT_LANES === 0 ? SPLIT_LANES : 1;
-  const split = x.reshape([...x.shape.slice(0, a), parts, n / parts / lanes, lanes, ...x.shape.slice(a + 1)]);
-  // the other reduced axes after a move by two; a's middle part is a + 1
-  const inner = axes.map((i) => (i > a ? i + 2 : i === a ? a + 1 : i));
-  const partial = split.wrap(split.uop.reduce(op, inner)); // (..., parts, 1, lanes, ...)
-  const total = partial.wrap(partial.uop.reduce(op, [a, a + 2]));
-  return total.reshape(x.shape.map((d, i) => (axes.includes(i) ? 1 : d)));
 }
 
 /** Columns of a panel: one 64-byte cache line of float32, and the lanes of the kernel's vectors. */

@@ -1,0 +1,64 @@
+// The program stage: a kernel's AST is optimized and lowered (src/codegen), rendered for its device and
+// compiled, once per kernel content, device and opts in force.
+import { lowerKernel } from '../codegen/index.ts';
+import { NOOPT } from '../codegen/opt/heuristic.ts';
+import { CPU_TARGET, printOpts, type Target } from '../codegen/opt/opts.ts';
+import { BEAM, beamSearch } from '../codegen/opt/search.ts';
+import { DEBUG } from '../helpers.ts';
+import { renderC } from '../renderer/c.ts';
+import { renderJS } from '../renderer/js.ts';
+import type { Backend, Program } from '../runtime/backend.ts';
+import { Device } from '../runtime/device.ts';
+import { printLinear, toCode } from '../uop/print.ts';
+import type { UOp } from '../uop/uop.ts';
+
+/** Source renderers by device kind. */
+const RENDERERS: Record<string, ((name: string, linear: UOp) => string) | undefined> = {
+  CPU: renderC,
+  JS: renderJS,
+  NULL: renderC,
+};
+
+/** What the kernel optimizer may use on a device: C has vector types, JS does not. */
+const targetOf = (backend: Backend): Target => ({
+  ...CPU_TARGET,
+  threads: backend.threads(),
+  vectors: backend.kind !== 'JS',
+  registers: backend.registers(),
+  vectorBytes: backend.vectorBytes(),
+});
+
+/** What decides the opts a kernel gets on a device, for the program and plan caches' keys. */
+export const optsKey = (backend: Backend) => `${NOOPT.value}|${BEAM.value}|${backend.threads()}`;
+
+export interface Compiled {
+  program: Program;
+  display: string;
+  flops: number;
+}
+
+const programs = new Map<string, Compiled>();
+
+/** Opts (searched where BEAM asks, else hand-coded), lowering, render, compile: a kernel's program, cached. */
+export function compileKernel(ast: UOp, device: string): Compiled {
+  const backend = Device.get(device);
+  // the optimizations in force are part of what a kernel compiles to
+  const key = `${device}|${optsKey(backend)}|${ast.key}`;
+  let p = programs.get(key);
+  if (p === undefined) {
+    const render = RENDERERS[backend.kind];
+    if (render === undefined) throw new Error(`no renderer for device ${device}`);
+    const target = targetOf(backend);
+    const searched =
+      BEAM.value > 0 && !NOOPT.value ? beamSearch(ast, backend, render, BEAM.value, { target }) : undefined;
+    const { name, linear, display, flops, opts } = lowerKernel(ast, { target, opts: searched });
+    const source = render(name, linear);
+    if (DEBUG.value >= 5) console.log(toCode(ast));
+    if (DEBUG.value >= 6) console.log(printLinear(linear));
+    if (DEBUG.value >= 4) console.log(source);
+    if (DEBUG.value >= 3) console.log(`${display}: ${opts.length ? printOpts(opts) : 'no opts'}`);
+    p = { program: backend.compile(name, source), display, flops };
+    programs.set(key, p);
+  }
+  return p;
+}

@@ -1,0 +1,45 @@
+// Split reduces: a big sum into a few results runs in two steps (as tinygrad's split_reduceop). A single
+// result has no loop for threads to share and no lanes for vectors; the first step has both.
+import { type ArgOf, Ops } from '../uop/ops.ts';
+import { graphRewrite, PatternMatcher, UPat } from '../uop/pattern.ts';
+import type { UOp } from '../uop/uop.ts';
+
+/** Reductions of at least this many elements into fewer than SPLIT_OUTPUTS results go in two steps. */
+const SPLIT_FROM = 1 << 16;
+const SPLIT_OUTPUTS = 32;
+/** Partial results of the first step, as many as divide the axis (each still reduces 256 or more). */
+const SPLIT_PARTS = [256, 128, 64, 32, 16, 8, 4, 2];
+/** Each part keeps this many interleaved partial results: the lanes of a vector over contiguous elements. */
+const SPLIT_LANES = 16;
+
+/**
+ * The reduce in two steps, or undefined: its largest reduced axis is split into parts, each reduced to
+ * SPLIT_LANES interleaved partial results, which the second step reduces. Sums only: max shares its gradient
+ * evenly among tied maxima, and in two steps it would share per step.
+ */
+function splitReduce(r: UOp): UOp | undefined {
+  const { op, axes } = r.arg as ArgOf<Ops.REDUCE>;
+  const x = r.src[0]!;
+  const shape = x.shape as number[];
+  if (op !== Ops.ADD || r.src.length !== 1 || !shape.every((d) => typeof d === 'number')) return undefined;
+  const count = axes.reduce((n, a) => n * shape[a]!, 1);
+  const numel = shape.reduce((n, d) => n * d, 1);
+  if (count < SPLIT_FROM || numel / count >= SPLIT_OUTPUTS) return undefined;
+  const a = axes.reduce((best, i) => (shape[i]! > shape[best]! ? i : best), axes[0]!);
+  const n = shape[a]!;
+  const parts = SPLIT_PARTS.find((p) => n % p === 0 && n / p >= 256);
+  if (parts === undefined) return undefined;
+  const lanes = (n / parts) % SPLIT_LANES === 0 ? SPLIT_LANES : 1;
+  const split = x.reshape([...shape.slice(0, a), parts, n / parts / lanes, lanes, ...shape.slice(a + 1)]);
+  // the other reduced axes after a move by two; a's middle part is a + 1
+  const partial = split.reduce(
+    op,
+    axes.map((i) => (i > a ? i + 2 : i === a ? a + 1 : i)),
+  ); // (..., parts, 1, lanes, ...)
+  return partial.reduce(op, [a, a + 2]).reshape(r.shape as number[]);
+}
+
+const rules = new PatternMatcher([[new UPat({ op: Ops.REDUCE, name: 'r' }), ({ r }) => splitReduce(r!)]]);
+
+/** The tensor graph with its big sums into few results split in two steps. */
+export const splitReduces = (sink: UOp): UOp => graphRewrite(sink, rules, { name: 'split reduces' });
