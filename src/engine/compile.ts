@@ -19,11 +19,11 @@ const RENDERERS: Record<string, ((name: string, linear: UOp) => string) | undefi
   NULL: renderC,
 };
 
-/** What the kernel optimizer may use on a device: C has vector types, JS does not. */
+/** What the kernel optimizer may use on a device. */
 const targetOf = (backend: Backend): Target => ({
   ...CPU_TARGET,
   threads: backend.threads(),
-  vectors: backend.kind !== 'JS',
+  vectors: backend.vectorTypes(),
   registers: backend.registers(),
   vectorBytes: backend.vectorBytes(),
 });

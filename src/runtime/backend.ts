@@ -42,6 +42,16 @@ export abstract class Backend {
     return 32;
   }
 
+  /** Whether its kernels have vector types, so the optimizer may give them lanes. */
+  vectorTypes(): boolean {
+    return true;
+  }
+
+  /** Whether a big matmul should read its right operand in panels (one copy, as BLAS packs): pays with caches. */
+  matmulPanels(): boolean {
+    return false;
+  }
+
   /** Compiles several kernels (a device may run its compiler on several at once); a failure is its Error. */
   compileMany(kernels: readonly KernelSource[]): (Program | Error)[] {
     return kernels.map(({ name, source }) => {

@@ -69,6 +69,10 @@ export class CPUBackend extends Backend {
     return hostVectors().bytes;
   }
 
+  override matmulPanels(): boolean {
+    return true;
+  }
+
   override compilerKey(): string {
     const cc = findCompiler();
     hostCpu ??= cpus()[0]?.model ?? 'unknown';

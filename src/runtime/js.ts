@@ -13,6 +13,11 @@ export class JSBackend extends Backend {
   compile(name: string, source: string): Program {
     return new JSProgram(this, name, source);
   }
+
+  // generated JavaScript has no vector types
+  override vectorTypes(): boolean {
+    return false;
+  }
 }
 
 /** The number of parameters `prefix`0, `prefix`1, ... that a body names (a guess: comments may name more). */

@@ -27,6 +27,7 @@ import './sort.ts';
 import './setitem.ts';
 import './pool.ts';
 import './gradient.ts';
+import './scope.ts';
 
 export type { IsCloseOptions } from './activations.ts';
 export { type FnOptions, fn, fnMethod } from './function.ts';

@@ -1,23 +1,17 @@
 // Tensor.scope: every tensor a function makes is disposed when it returns, except what it returns.
 import { Ops } from '../uop/ops.ts';
+import { type Frame, frames } from './frames.ts';
 import { gradTracked, Tensor } from './tensor.ts';
 
-interface Frame {
-  made: Set<Tensor>;
-  /** Tensors assign() wrote to inside the scope: writes into tensors made before it must happen. */
-  assigned: Set<Tensor>;
-}
-
-const frames: Frame[] = [];
-
-/** @internal Called by every new Tensor: the innermost open scope owns it. */
-export function noteMade(t: Tensor): void {
-  frames.at(-1)?.made.add(t);
-}
-
-/** @internal Called by assign(). */
-export function noteAssigned(t: Tensor): void {
-  frames.at(-1)?.assigned.add(t);
+declare module './tensor.ts' {
+  namespace Tensor {
+    /**
+     * Runs fn, then disposes every tensor made while it ran except those it returns (realized first) and
+     * the gradients backward() set. `for (...) Tensor.scope(() => x.mul(y).add(1).realize())` keeps memory
+     * flat in a synchronous loop, where garbage collection cannot return buffers until an await.
+     */
+    function scope<T>(fn: () => T): T;
+  }
 }
 
 /** The tensors in a value: itself, or inside arrays, Maps, Sets and the properties of objects, deeply. */
@@ -48,8 +42,8 @@ function realizeAll(tensors: Iterable<Tensor>): void {
  * surviving graph reads a freed buffer. Scopes nest: what an inner scope keeps, the outer one owns. fn must
  * be synchronous (other async tasks would make tensors inside it); for async code use `using`.
  */
-export function scope<T>(fn: () => T): T {
-  const frame: Frame = { made: new Set(), assigned: new Set() };
+Tensor.scope = <T>(fn: () => T): T => {
+  const frame: Frame<Tensor> = { made: new Set(), assigned: new Set() };
   frames.push(frame);
   let result: T;
   try {
@@ -74,4 +68,4 @@ export function scope<T>(fn: () => T): T {
   const outer = frames.at(-1);
   if (outer !== undefined) for (const t of kept) if (frame.made.has(t)) outer.made.add(t);
   return result;
-}
+};

@@ -19,8 +19,8 @@ import { Device } from '../runtime/device.ts';
 import { newBuffer } from '../schedule/rangeify.ts';
 import { Ops, type ReduceOp } from '../uop/ops.ts';
 import { UOp } from '../uop/uop.ts';
+import { noteAssigned, noteMade } from './frames.ts';
 import { noteRealized, originsOf } from './origins.ts';
-import { noteAssigned, noteMade, scope } from './scope.ts';
 
 /** Nested arrays of numbers or booleans, as `tolist()` gives them back. */
 export type NestedArray = ConstValue | readonly NestedArray[];
@@ -219,15 +219,6 @@ export class Tensor {
   /** dispose(), for `using` declarations: `{ using y = x.mul(2).realize(); ... }` frees y's buffer at the `}`. */
   [Symbol.dispose](): void {
     this.dispose();
-  }
-
-  /**
-   * Runs fn, then disposes every tensor made while it ran except those it returns (realized first) and the
-   * gradients backward() set; see src/tensor/scope.ts. `for (...) Tensor.scope(() => x.mul(y).add(1).realize())`
-   * keeps memory flat in a synchronous loop, where garbage collection cannot return buffers until an await.
-   */
-  static scope<T>(fn: () => T): T {
-    return scope(fn);
   }
 
   /** Whether backward() fills this tensor's `.grad`. */
@@ -871,11 +862,11 @@ const PANEL = 16;
 /** Products smaller than this (multiply-adds) are not worth the copy. */
 const PANELS_FROM = 1 << 21;
 
-/** Whether x @ y on the CPU reads y in panels: big enough, whole panels, rows of x to share each panel. */
+/** Whether x @ y reads y in panels: a device that gains by it, whole panels, rows of x to share each panel. */
 function readsPanels(x: Tensor, y: Tensor): boolean {
   const [m, k] = x.shape.slice(-2) as [number, number];
   const n = y.shape[y.ndim - 1]!;
-  return Device.get(x.device).kind === 'CPU' && n % PANEL === 0 && m >= PANEL && m * n * k >= PANELS_FROM;
+  return Device.get(x.device).matmulPanels() && n % PANEL === 0 && m >= PANEL && m * n * k >= PANELS_FROM;
 }
 
 /**

@@ -2,7 +2,7 @@
 import { DType, dtypes } from '../dtype.ts';
 import { execAlu } from './alu.ts';
 import { ALU, type Arg, type ArgOf, GroupOp, Ops, opName } from './ops.ts';
-import { UOp } from './uop.ts';
+import type { UOp } from './uop.ts';
 
 /** A size: a number, or an index-typed UOp for a symbolic size. */
 export type sint = number | UOp;
@@ -266,7 +266,7 @@ function substituteParams(size: UOp, args: readonly UOp[]): sint {
           )
         : undefined;
     if (a?.shape?.length === 0 && a.dtype === u.dtype) out.set(u, a);
-    else out.set(u, folded === undefined ? u.withSrc(src) : UOp.const(u.dtype, folded));
+    else out.set(u, folded === undefined ? u.withSrc(src) : u.constLike(folded));
   }
   const r = out.get(size)!;
   return r.op === Ops.CONST ? Number(r.constValue) : r;
