@@ -21,8 +21,7 @@ const VECTOR_DTYPES: ReadonlySet<DType> = new Set([
 
 export const vectorDtype = (d: DType) => VECTOR_DTYPES.has(d);
 
-const isVector = (u: UOp) => u.shape !== null && u.shape.length === 1;
-const lanesOf = (u: UOp) => (u.arg as ArgOf<Ops.VCONST>).values.map(Number);
+const laneValues = (u: UOp) => (u.arg as ArgOf<Ops.VCONST>).values.map(Number);
 
 /** Lane j of an index expression as lane 0's value plus offsets[j], when it is affine in the lanes. */
 function laneOffsets(idx: UOp): number[] | undefined {
@@ -30,8 +29,8 @@ function laneOffsets(idx: UOp): number[] | undefined {
   for (const u of idx.toposort()) {
     const [a, b] = u.src.map((s) => offsets.get(s));
     let o: number[] | undefined;
-    if (!isVector(u)) o = [0];
-    else if (u.op === Ops.VCONST) o = lanesOf(u);
+    if (!u.isVector) o = [0];
+    else if (u.op === Ops.VCONST) o = laneValues(u);
     else if ((u.op === Ops.ADD || u.op === Ops.SUB) && a && b) {
       const sign = u.op === Ops.ADD ? 1 : -1;
       const k = Math.max(a.length, b.length);
@@ -68,7 +67,7 @@ function canonicalAddress(idx: UOp): UOp | undefined {
   const offsets = laneOffsets(idx);
   if (offsets === undefined) return undefined;
   const lane0 = new Map(
-    idx.toposort().flatMap((u) => (u.op === Ops.VCONST ? [[u, UOp.index(lanesOf(u)[0]!)] as const] : [])),
+    idx.toposort().flatMap((u) => (u.op === Ops.VCONST ? [[u, UOp.index(laneValues(u)[0]!)] as const] : [])),
   );
   const base = graphRewrite(substitute(idx, lane0), symbolic, { name: 'lane 0 address', ctx: {} });
   return UOp.make(Ops.ADD, [base, UOp.make(Ops.VCONST, [], { values: offsets, dtype: dtypes.index })]);
@@ -77,7 +76,7 @@ function canonicalAddress(idx: UOp): UOp | undefined {
 /** u's value in lane j: each VCONST set to its j-th value, then simplified. */
 function lane(u: UOp, j: number): UOp {
   const values = new Map(
-    u.toposort().flatMap((x) => (x.op === Ops.VCONST ? [[x, UOp.index(lanesOf(x)[j]!)] as const] : [])),
+    u.toposort().flatMap((x) => (x.op === Ops.VCONST ? [[x, UOp.index(laneValues(x)[j]!)] as const] : [])),
   );
   return graphRewrite(substitute(u, values), symbolic, { name: 'one lane', ctx: {} });
 }
@@ -85,9 +84,9 @@ function lane(u: UOp, j: number): UOp {
 /** Whether C cannot compute vector u as a vector: it reads a bool vector (a per-lane condition) or it is a
  * load whose address is not affine in the lanes. Such a value is made of its lanes computed as scalars. */
 function byLanes(u: UOp): boolean {
-  if (!isVector(u) || u.dtype === dtypes.bool || u.dtype === dtypes.index) return false;
-  if (u.src.some((s) => isVector(s) && s.dtype === dtypes.bool)) return true;
-  return u.op === Ops.LOAD && isVector(u.src[0]!.src[1]!) && laneOffsets(u.src[0]!.src[1]!) === undefined;
+  if (!u.isVector || u.dtype === dtypes.bool || u.dtype === dtypes.index) return false;
+  if (u.src.some((s) => s.isVector && s.dtype === dtypes.bool)) return true;
+  return u.op === Ops.LOAD && u.src[0]!.src[1]!.isVector && laneOffsets(u.src[0]!.src[1]!) === undefined;
 }
 
 /** Why the kernel's vectors are not supported, or the kernel with canonical vector addresses. */
@@ -102,7 +101,7 @@ export function lowerVectors(ast: UOp): UOp | string {
           Array.from({ length: Number(u.shape![0]) }, (_, j) => lane(u, j)),
         ),
       );
-    else if (u.op === Ops.INDEX && u.src.length === 2 && isVector(u.src[1]!)) {
+    else if (u.op === Ops.INDEX && u.src.length === 2 && u.src[1]!.isVector) {
       const address = canonicalAddress(u.src[1]!);
       if (address !== undefined) lowered.set(u, u.withSrc([u.src[0]!, address]));
     }
@@ -111,7 +110,7 @@ export function lowerVectors(ast: UOp): UOp | string {
   // what is left of the lanes: index vectors as addresses only, bool vectors nowhere, values of C types
   const addresses = new Set([...lowered.values()].flatMap((i) => (i.op === Ops.INDEX ? [i.src[1]!] : [])));
   for (const u of out.toposort()) {
-    if (!isVector(u) || u.op === Ops.VCONST || u.op === Ops.STACK || addresses.has(u)) continue;
+    if (!u.isVector || u.op === Ops.VCONST || u.op === Ops.STACK || addresses.has(u)) continue;
     if (u.dtype === dtypes.index) return `${Ops[u.op]} computes with the lane index`;
     if (u.dtype === dtypes.bool) return `${Ops[u.op]} makes a bool per lane`;
     if (u.op !== Ops.PARAM && !VECTOR_DTYPES.has(u.dtype)) return `a vector of ${u.dtype.name}`;

@@ -2,7 +2,7 @@
 // plan, cached by the function's content key; the program stage (compile.ts) compiles the plan's kernels;
 // realize runs them over the input buffers, fresh output buffers and the planned intermediate storage.
 
-import { DEBUG } from '../helpers.ts';
+import { DEBUG, prod } from '../helpers.ts';
 import type { Program } from '../runtime/backend.ts';
 import { DeviceBuffer } from '../runtime/buffer.ts';
 import { Device } from '../runtime/device.ts';
@@ -71,8 +71,7 @@ function runPlan(plan: Runnable, inputs: readonly UOp[], device: string): UOp[] 
       table.push(deviceBuffer(buf));
     } else {
       const slot = plan.slotOf[j]!;
-      const size = c.shape.reduce((a, d) => a * d, 1);
-      table.push((storage[slot] ??= new DeviceBuffer(device, size, c.dtype).allocate()));
+      table.push((storage[slot] ??= new DeviceBuffer(device, prod(c.shape), c.dtype).allocate()));
     }
   });
   for (const step of plan.steps) {

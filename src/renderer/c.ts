@@ -84,12 +84,11 @@ function cLanguage(indexType: string): Language {
     }
     return name;
   };
-  const lanesOf = (u: UOp) => (u.shape !== null && u.shape.length === 1 ? Number(u.shape[0]) : 1);
   /** Vector functions the kernel uses (MAX, float EXP2: see vectorHelper), by name, after the typedefs. */
   const helpers = new Map<string, string>();
   /** The name of a vector function computing u, defined on first use; undefined: u is computed per lane. */
   const vectorHelper = (u: UOp): string | undefined => {
-    const lanes = lanesOf(u);
+    const lanes = u.lanes;
     if (u.op === Ops.EXP2 && u.dtype !== dtypes.float32) return undefined;
     if (u.op !== Ops.MAX && u.op !== Ops.EXP2) return undefined;
     const t = vectorType(u.dtype, lanes);
@@ -198,18 +197,18 @@ function cLanguage(indexType: string): Language {
   /** A vector op: C's operator when it has one (a scalar operand spreads over the lanes), else lane by lane. */
   const vectorExpr = (u: UOp, a: readonly string[]): string => {
     if (VECTOR_OPERATORS.has(u.op)) return expr(u, a);
-    if (u.op === Ops.CAST && lanesOf(u.src[0]!) > 1)
-      return `__builtin_convertvector(${a[0]}, ${vectorType(u.dtype, lanesOf(u))})`;
-    const lanes = lanesOf(u);
+    if (u.op === Ops.CAST && u.src[0]!.lanes > 1)
+      return `__builtin_convertvector(${a[0]}, ${vectorType(u.dtype, u.lanes)})`;
+    const lanes = u.lanes;
     const helper = vectorHelper(u);
     // a scalar operand is spread over the lanes: a vector of zeros plus it
     const spread = (x: string, i: number) =>
-      lanesOf(u.src[i]!) > 1 ? x : `((${vectorType(u.dtype, lanes)}){} + ${x})`;
+      u.src[i]!.lanes > 1 ? x : `((${vectorType(u.dtype, lanes)}){} + ${x})`;
     if (helper !== undefined) return `${helper}(${a.map(spread).join(', ')})`;
     const parts = Array.from({ length: lanes }, (_, j) =>
       expr(
         u,
-        a.map((x, i) => (lanesOf(u.src[i]!) > 1 ? `${x}[${j}]` : x)),
+        a.map((x, i) => (u.src[i]!.lanes > 1 ? `${x}[${j}]` : x)),
       ),
     );
     return `((${vectorType(u.dtype, lanes)}){${parts.join(', ')}})`;
@@ -225,7 +224,7 @@ function cLanguage(indexType: string): Language {
     },
     constant: (v, d) => (d.isFloat ? floatLiteral(Number(v), d) : intLiteral(v, d, indexType)),
     alu: (u, a) => {
-      if (lanesOf(u) > 1) return vectorExpr(u, a);
+      if (u.lanes > 1) return vectorExpr(u, a);
       const e = expr(u, a);
       // a bfloat16 result is rounded to bfloat16 (bitcasts and comparisons give exact values)
       return u.dtype === dtypes.bfloat16 && u.op !== Ops.BITCAST ? `tg_bf16_round(${e})` : e;

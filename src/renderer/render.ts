@@ -69,7 +69,6 @@ function multipleOf(u: UOp, k: number): boolean {
   return false;
 }
 
-const isVector = (u: UOp) => u.shape !== null && u.shape.length === 1;
 const vconst = (u: UOp) => (u.arg as ArgOf<Ops.VCONST>).values.map(Number);
 
 /** Renders a LINEAR program as one kernel named `name`. */
@@ -122,8 +121,7 @@ export function render(lang: Language, name: string, linear: UOp): string {
   };
   /** A scalar operand spread over the lanes of a vector. */
   const spread = (u: UOp, lanes: number): string =>
-    isVector(u) || lanes === 1 ? ref(u) : vec().of(u.dtype, Array<string>(lanes).fill(ref(u)));
-  const lanesOf = (u: UOp) => (isVector(u) ? Number(u.shape![0]) : 1);
+    u.isVector || lanes === 1 ? ref(u) : vec().of(u.dtype, Array<string>(lanes).fill(ref(u)));
 
   for (const u of linear.src) {
     switch (u.op) {
@@ -160,7 +158,7 @@ export function render(lang: Language, name: string, linear: UOp): string {
         const i = u.src[1]!;
         if (a.addrspace === AddrSpace.REG) places.set(u, { kind: 'reg', acc: buf });
         // a vector address is base + VCONST(offsets) (src/codegen/vectors.ts)
-        else if (isVector(i)) {
+        else if (i.isVector) {
           const lanes = vconst(i.src[1]!);
           const bytes = lanes.length * a.dtype.itemsize;
           places.set(u, {
@@ -176,7 +174,7 @@ export function render(lang: Language, name: string, linear: UOp): string {
       }
       case Ops.LOAD: {
         const p = place(u.src[0]!);
-        const lanes = lanesOf(u);
+        const lanes = u.lanes;
         const value =
           u.src.length === 3
             ? `(${ref(u.src[2]!)} ? ${readPlace(p)} : ${spread(u.src[1]!, lanes)})`
@@ -198,7 +196,7 @@ export function render(lang: Language, name: string, linear: UOp): string {
           // the first store initializes the accumulator: declared here, in the scope of the loops around it
           const n = fresh('acc');
           names.set(p.acc, n);
-          emit(lang.declare(n, u.src[1]!.dtype, value, lanesOf(u.src[0]!), true));
+          emit(lang.declare(n, u.src[1]!.dtype, value, u.src[0]!.lanes, true));
           continue;
         }
         emit(u.src.length === 3 ? lang.when(ref(u.src[2]!), statement) : statement);
@@ -229,10 +227,10 @@ export function render(lang: Language, name: string, linear: UOp): string {
       u.op === Ops.BITCAST
     ) {
       // index vectors are addresses (base + lanes), rendered by the INDEX that reads them
-      if (u.dtype === dtypes.index && isVector(u)) continue;
+      if (u.dtype === dtypes.index && u.isVector) continue;
       const n = fresh('alu');
       names.set(u, n);
-      emit(lang.declare(n, u.dtype, lang.alu(u, u.src.map(ref)), lanesOf(u)));
+      emit(lang.declare(n, u.dtype, lang.alu(u, u.src.map(ref)), u.lanes));
       continue;
     }
     throw new Error(`render ${lang.name}: no rendering for ${opName(u.op)}`);

@@ -2,6 +2,7 @@
 // functions, callify), whose content key caches everything after; the function becomes kernels (split
 // reduces, rangeify) over a table of buffers (the buffer table, the memory plan).
 import type { DType } from '../dtype.ts';
+import { prod } from '../helpers.ts';
 import { type ArgOf, Ops } from '../uop/ops.ts';
 import type { UOp } from '../uop/uop.ts';
 import { type Callified, callify } from './callify.ts';
@@ -30,8 +31,6 @@ export interface Plan {
   slots: number;
 }
 
-const elements = (shape: readonly number[]) => shape.reduce((a, d) => a * d, 1);
-
 /** Split reduces, then rangeify: the kernels of a function's body, and the buffer holding each root. */
 export function kernelsOf(body: UOp, device: string): Schedule {
   const split = splitReduces(body);
@@ -58,7 +57,7 @@ function bufferTable(body: UOp, inputs: number, device: string) {
   const steps = schedule.kernels.map((k) => ({
     ast: k.ast,
     refs: k.bufs.map(entry),
-    bytes: k.bufs.reduce((n, b) => n + elements(b.shape as number[]) * b.dtype.itemsize, 0),
+    bytes: k.bufs.reduce((n, b) => n + prod(b.shape as number[]) * b.dtype.itemsize, 0),
   }));
   const outputs = body.src.map((r) => entry(schedule.outputs.get(r)!));
   return { steps, created, outputs };
@@ -71,7 +70,7 @@ export function planOf(body: UOp, inputs: number, device: string): Plan {
     const touching = steps.flatMap((s, i) => (s.refs.includes(inputs + j) ? [i] : []));
     // an empty buffer may have no kernel touching it
     return {
-      size: elements(c.shape),
+      size: prod(c.shape),
       dtype: c.dtype,
       first: touching[0] ?? 0,
       last: touching.at(-1) ?? 0,

@@ -1,5 +1,6 @@
 // Split reduces: a big sum into a few results runs in two steps (as tinygrad's split_reduceop). A single
 // result has no loop for threads to share and no lanes for vectors; the first step has both.
+import { prod } from '../helpers.ts';
 import { type ArgOf, Ops } from '../uop/ops.ts';
 import { graphRewrite, PatternMatcher, UPat } from '../uop/pattern.ts';
 import type { UOp } from '../uop/uop.ts';
@@ -23,8 +24,7 @@ function splitReduce(r: UOp): UOp | undefined {
   const shape = x.shape as number[];
   if (op !== Ops.ADD || r.src.length !== 1 || !shape.every((d) => typeof d === 'number')) return undefined;
   const count = axes.reduce((n, a) => n * shape[a]!, 1);
-  const numel = shape.reduce((n, d) => n * d, 1);
-  if (count < SPLIT_FROM || numel / count >= SPLIT_OUTPUTS) return undefined;
+  if (count < SPLIT_FROM || prod(shape) / count >= SPLIT_OUTPUTS) return undefined;
   const a = axes.reduce((best, i) => (shape[i]! > shape[best]! ? i : best), axes[0]!);
   const n = shape[a]!;
   const parts = SPLIT_PARTS.find((p) => n % p === 0 && n / p >= 256);

@@ -1,5 +1,7 @@
 // Pooling (max, average and max-unpooling over 1 to 3 trailing axes) and interpolation, from movement ops and reduces.
+
 import { dtypes } from '../dtype.ts';
+import { prod } from '../helpers.ts';
 import { type Padding, padPairs, perAxis, type Size, windows } from './nn.ts';
 import { Tensor } from './tensor.ts';
 
@@ -75,7 +77,6 @@ declare module './tensor.ts' {
 
 const shapeStr = (s: readonly number[]) => `(${s.join(', ')})`;
 const range = (n: number) => Array.from({ length: n }, (_, i) => i);
-const prod = (s: readonly number[]) => s.reduce((a, b) => a * b, 1);
 /** [0, 0] for each of n leading axes. */
 const keep = (n: number) => range(n).map((): [number, number] => [0, 0]);
 

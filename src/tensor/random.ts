@@ -1,5 +1,7 @@
 // Random tensors: Threefry 2x32 bits computed in kernels, and the distributions, initializers, permutations, sampling and dropout built on them.
+
 import { type DType, dtypes } from '../dtype.ts';
+import { prod } from '../helpers.ts';
 import { Device } from '../runtime/device.ts';
 import type { UOp } from '../uop/uop.ts';
 import { checkSizes } from './creation.ts';
@@ -93,8 +95,6 @@ function manualSeed(seed: number): void {
   seedWords = [Number(s & 0xffffffffn), Number(s >> 32n)];
   calls = 0;
 }
-
-const prod = (s: readonly number[]) => s.reduce((a, b) => a * b, 1);
 
 /** Both output words of Threefry for every element of shape, as uint32 tensors (numel below 2^31). */
 function randomBits(shape: readonly number[], device: string): [Tensor, Tensor] {

@@ -1,4 +1,5 @@
 // Tensor: the lazy front end. Every op builds UOps; nothing runs until data is asked for.
+
 import {
   type ConstValue,
   type DType,
@@ -15,6 +16,7 @@ import {
 } from '../dtype.ts';
 import { bufferData, holdBuffer, letGoOfBuffer, setBufferData } from '../engine/buffers.ts';
 import { realize } from '../engine/realize.ts';
+import { prod } from '../helpers.ts';
 import { Device } from '../runtime/device.ts';
 import { newBuffer } from '../schedule/rangeify.ts';
 import { Ops, type ReduceOp } from '../uop/ops.ts';
@@ -91,8 +93,6 @@ export function defaultDType(values: readonly ConstValue[]): DType {
     return dtypes.int32;
   return dtypes.float32;
 }
-
-const prod = (s: readonly number[]) => s.reduce((a, b) => a * b, 1);
 
 /** The BUFFER node a tensor's value lives in: the node itself, or the buffer a pending assign writes. */
 const bufferOf = (u: UOp): UOp | undefined =>

@@ -1,5 +1,6 @@
 // Movement functions built from pad, shrink, reshape, expand and permute alone (views, no gathers): view, size,
 // roll, unfold, unflatten, repeatInterleave, meshgrid, diag and diagonal.
+import { prod } from '../helpers.ts';
 import { Tensor } from './tensor.ts';
 
 export interface DiagonalOptions {
@@ -60,7 +61,6 @@ declare module './tensor.ts' {
 }
 
 const fmt = (s: readonly number[]) => `(${s.join(', ')})`;
-const prod = (xs: readonly number[]) => xs.reduce((a, b) => a * b, 1);
 const keepAll = (shape: readonly number[]) => shape.map((d) => [0, d] as [number, number]);
 
 /**

@@ -144,6 +144,14 @@ export class UOp {
   get ndim(): number {
     return this.shape?.length ?? 0;
   }
+  /** In a kernel once ranges are expanded: whether this is a vector (shape (n,)) rather than a scalar. */
+  get isVector(): boolean {
+    return this.shape !== null && this.shape.length === 1;
+  }
+  /** In a kernel once ranges are expanded: a vector's lanes, 1 for a scalar. */
+  get lanes(): number {
+    return this.isVector ? Number(this.shape![0]) : 1;
+  }
   /** The device: a name, a tuple of names, or null for device-free nodes (constants, ranges). */
   get device(): Device | null {
     return this._device !== undefined ? this._device : computeBottomUp(this, deviceSlot);
