@@ -1,6 +1,12 @@
 import { defineConfig } from 'vitest/config';
 
-// Vite puts DEV=1 (its mode flag) into process.env, which tsgrad would read as a device name
+// Vite puts DEV=1 (its mode flag) into process.env, which tsgrad would read as a device name. With an empty
+// kernel cache on a 2-core machine a test that compiles a few dozen C kernels takes well over vitest's 5 s.
 export default defineConfig({
-  test: { include: ['test/**/*.test.ts'], setupFiles: ['test/setup.ts'], env: { DEV: '' } },
+  test: {
+    include: ['test/**/*.test.ts'],
+    setupFiles: ['test/setup.ts'],
+    env: { DEV: '' },
+    testTimeout: 60_000,
+  },
 });

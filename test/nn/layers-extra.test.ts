@@ -165,7 +165,7 @@ function gradCheck(shape: number[], f: (x: Tensor) => Tensor): void {
 }
 
 // CPU kernels compile with gcc on first use; the cache makes later runs fast
-describe.each(['JS', 'CPU'])('on %s', { timeout: 60_000 }, (device) => {
+describe.each(['JS', 'CPU'])('on %s', (device) => {
   let previous: string;
   beforeAll(() => {
     previous = Device.default;

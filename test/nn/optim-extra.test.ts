@@ -129,7 +129,7 @@ const check = (got: number[][], want: number[][], tol: number) => {
   });
 };
 
-describe.each(['JS', 'CPU'])('on %s', { timeout: 60_000 }, (device) => {
+describe.each(['JS', 'CPU'])('on %s', (device) => {
   let previous: string;
   beforeAll(() => {
     previous = Device.default;

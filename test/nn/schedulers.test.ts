@@ -33,7 +33,7 @@ function rates(s: LRScheduler, n: number): number[] {
 
 const cos = (x: number) => Math.cos(Math.PI * x);
 
-describe.each(['JS', 'CPU'])('on %s', { timeout: 60_000 }, (device) => {
+describe.each(['JS', 'CPU'])('on %s', (device) => {
   let previous: string;
   beforeAll(() => {
     previous = Device.default;

@@ -73,7 +73,7 @@ const f64Tensor = (xs: number[], device: string) => new Tensor(new Float64Array(
 const relErr = (got: number[], want: number[]) =>
   Math.max(...got.map((g, i) => Math.abs(g - want[i]!) / Math.max(Math.abs(want[i]!), Number.MIN_VALUE)));
 
-describe.each(DEVICES)('activations and unary math on %s', { timeout: 60_000 }, (device) => {
+describe.each(DEVICES)('activations and unary math on %s', (device) => {
   it.each(Object.keys(ACTIVATIONS))('%s matches the reference on random and edge values', (name) => {
     const [f, ref] = ACTIVATIONS[name]!;
     const out = f(f32Tensor(XS, device));
@@ -203,7 +203,7 @@ describe.each(DEVICES)('activations and unary math on %s', { timeout: 60_000 }, 
   });
 });
 
-describe.each(DEVICES)('binary math on %s', { timeout: 60_000 }, (device) => {
+describe.each(DEVICES)('binary math on %s', (device) => {
   const xs = values(6, 11);
   const ys = values(3, 12);
   const x = () => f32Tensor(xs, device, [2, 3]);

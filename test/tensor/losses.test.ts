@@ -44,7 +44,7 @@ function ceIndexRef(xs: number[], shape: number[], ys: number[], ls = 0, ignore?
 const reduceLoss = (losses: number[], reduction: string, count = losses.length) =>
   reduction === 'none' ? losses : reduction === 'sum' ? [sum(losses)] : [sum(losses) / count];
 
-describe.each(DEVICES)('losses on %s', { timeout: 60_000 }, (device) => {
+describe.each(DEVICES)('losses on %s', (device) => {
   it('crossEntropy with class indices: (N, C), (N, C, d) and (C) layouts, smoothing, ignoreIndex, reductions', () => {
     for (const [shape, ls, ignore] of [
       [[4, 3], 0, undefined],
@@ -187,7 +187,7 @@ describe.each(DEVICES)('losses on %s', { timeout: 60_000 }, (device) => {
   });
 });
 
-describe.each(DEVICES)('functional nn on %s', { timeout: 60_000 }, (device) => {
+describe.each(DEVICES)('functional nn on %s', (device) => {
   it('linear: (in, out) weight with bias, 1-D weight, batched input', () => {
     const xs = values(12, 51);
     const ws = values(6, 52);

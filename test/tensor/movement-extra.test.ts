@@ -25,7 +25,7 @@ const mod = (a: number, n: number) => ((a % n) + n) % n;
 
 // kernels compile on first use (gcc on CPU); a cold cache on a busy machine takes seconds
 for (const device of DEVICES)
-  describe(`movement extras on ${device}`, { timeout: 60_000 }, () => {
+  describe(`movement extras on ${device}`, () => {
     const T = (a: Nd) => new Tensor(new Float32Array(a.data), { device }).reshape(a.shape);
     const check = (t: Tensor, want: Nd) => {
       expect(t.shape).toEqual(want.shape);
@@ -389,7 +389,7 @@ function gradCheck(name: string, shape: number[], f: (x: Tensor) => Tensor, devi
   });
 }
 
-describe('movement extras: gradients (central differences, float64)', { timeout: 60_000 }, () => {
+describe('movement extras: gradients (central differences, float64)', () => {
   it('roll, unfold, repeatInterleave, unflatten and view', () => {
     gradCheck('roll', [2, 3], (x) => x.roll([1, -2], [0, 1]).square());
     gradCheck('roll flattened', [2, 3], (x) => x.roll(4).mul(x));

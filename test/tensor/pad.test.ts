@@ -49,7 +49,7 @@ const fromFlat = (flat: number[], ndim: number): [number, number][] =>
     return 2 * j < flat.length ? [flat[2 * j]!, flat[2 * j + 1]!] : [0, 0];
   });
 
-describe.each(DEVICES)('pad on %s', { timeout: 60_000 }, (device) => {
+describe.each(DEVICES)('pad on %s', (device) => {
   const shape = [2, 3, 4];
   const xs = values(numel(shape), 3);
   const x = () => new Tensor(xs, { device }).reshape(shape);
@@ -146,7 +146,7 @@ describe.each(DEVICES)('pad on %s', { timeout: 60_000 }, (device) => {
   });
 });
 
-describe('pad gradients (float64, central differences)', { timeout: 60_000 }, () => {
+describe('pad gradients (float64, central differences)', () => {
   for (const mode of ['constant', 'reflect', 'replicate', 'circular'] as const)
     it(`mode ${mode}`, () => {
       checkGradient(mode, [[2, 3, 3]], (t) => t.pad([2, 1, -1, 1], { mode }));

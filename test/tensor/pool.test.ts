@@ -132,7 +132,7 @@ const CASES: PoolCase[] = [
   { shape: [2, 3, 3, 3], kernel: [2, 2, 2], stride: [1, 2, 1] },
 ];
 
-describe.each(DEVICES)('pools on %s', { timeout: 60_000 }, (device) => {
+describe.each(DEVICES)('pools on %s', (device) => {
   const T = (x: Nd) => new Tensor(x.data, { device }).reshape(x.shape);
   const opts = (c: PoolCase) => ({
     stride: c.stride,
@@ -297,7 +297,7 @@ function interpolateRef(x: Nd, size: number[], mode: InterpolateMode, align = fa
   return cur;
 }
 
-describe.each(DEVICES)('interpolate on %s', { timeout: 60_000 }, (device) => {
+describe.each(DEVICES)('interpolate on %s', (device) => {
   const T = (x: Nd) => new Tensor(x.data, { device }).reshape(x.shape);
   const cases: [number[], number[]][] = [
     [[2, 5], [9]],
@@ -369,7 +369,7 @@ describe.each(DEVICES)('interpolate on %s', { timeout: 60_000 }, (device) => {
   });
 });
 
-describe('pool and interpolate gradients (float64, central differences)', { timeout: 60_000 }, () => {
+describe('pool and interpolate gradients (float64, central differences)', () => {
   it('max pools with padding, dilation and ceilMode', () => {
     checkGradient('maxPool1d', [[2, 7]], (t) => t.maxPool1d(3, { stride: 2, padding: 1, ceilMode: true }));
     checkGradient('maxPool2d', [[1, 5, 4]], (t) =>
