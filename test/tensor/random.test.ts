@@ -92,7 +92,7 @@ for (const device of DEVICES)
       expect(scheduleOf([a])!.kernels.map((k) => k.ast.key)).toEqual(
         scheduleOf([b]).kernels.map((k) => k.ast.key),
       );
-      const [da, db, dc] = [a, b, c].map(data);
+      const [da, db, dc] = [data(a), data(b), data(c)];
       expect(dc).toEqual(da);
       expect(db.filter((x, i) => x === da[i]).length).toBeLessThan(3);
       expect(new Set(da).size).toBeGreaterThan(60);
