@@ -3,6 +3,7 @@
 // kernel cannot recompute cheaply (reduces seen through an expand, CONTIGUOUS) end their own kernel.
 import { AddrSpace, type DType, dtypes } from '../dtype.ts';
 import { type ArgOf, AxisType, GroupOp, Ops, opName } from '../uop/ops.ts';
+import { graphRewrite, PatternMatcher, UPat } from '../uop/pattern.ts';
 import type { sint } from '../uop/shape.ts';
 import { UOp } from '../uop/uop.ts';
 
@@ -154,11 +155,35 @@ function unflatten(lin: UOp, shape: readonly sint[]): UOp[] {
 
 const TRUE = () => UOp.const(dtypes.bool, true);
 
+// Lowering a value into a kernel is a rewrite: AT(u, i_0, ..., i_n-1, valid), an INDEX tagged AT, stands for
+// tensor node u's element at indices i under the gate valid (a load outside it is not done). Each rule moves
+// AT one node down (movement ops map the indices, a reduce opens loops, elementwise ops distribute) until it
+// reaches memory (a load) or a constant; hash-consing shares equal subproblems.
+const AT = 'at';
+// (a scalar beside shaped operands, a constant mostly, takes no indices)
+const at = (u: UOp, idx: readonly UOp[], valid: UOp) =>
+  u.op === Ops.CONST ? u : UOp.make(Ops.INDEX, [u, ...(u.ndim ? idx : []), valid], null, AT);
+
+/** Where element idx of a movement op's output lies in its source: the spec's movement ops as index maps. */
+const INDEX_MAPS: Partial<Record<Ops, (u: UOp, idx: readonly UOp[]) => UOp[]>> = {
+  [Ops.RESHAPE]: (u, idx) => unflatten(linearIndex(idx, u.shape!), u.src[0]!.shape!),
+  [Ops.PERMUTE]: (u, idx) => {
+    const inner = new Array<UOp>(idx.length);
+    (u.arg as ArgOf<Ops.PERMUTE>).forEach((a, k) => {
+      inner[a] = idx[k]!;
+    });
+    return inner;
+  },
+  [Ops.EXPAND]: (u, idx) => idx.map((i, k) => (u.src[0]!.shape![k] === 1 ? UOp.const(dtypes.index, 0) : i)),
+  [Ops.SHRINK]: (u, idx) => idx.map((i, k) => i.add(UOp.index(u.src[1]!.sizes[k]!))),
+  [Ops.FLIP]: (u, idx) =>
+    idx.map((i, k) => ((u.arg as ArgOf<Ops.FLIP>)[k] ? UOp.index(u.shape![k]!).sub(1).sub(i) : i)),
+};
+
 /** Builds the kernels of one realized value. */
 class KernelBuilder {
   readonly bufs: UOp[] = [];
   private readonly params = new Map<UOp, UOp>();
-  private readonly memo = new Map<string, UOp>();
   private rangeId = 0;
 
   constructor(
@@ -193,86 +218,49 @@ class KernelBuilder {
     return size === 1 ? UOp.const(dtypes.index, 0) : UOp.range(size, this.rangeId++, type);
   }
 
-  /** The scalar value of tensor node u at index idx, where `valid` holds (loads outside it are not done). */
+  /** The scalar value of tensor node u at index idx, where `valid` holds: u lowered by the rules below. */
   lower(u: UOp, idx: readonly UOp[], valid: UOp): UOp {
-    const key = `${u.id}|${idx.map((i) => i.id).join(',')}|${valid.id}`;
-    let out = this.memo.get(key);
-    if (out === undefined) this.memo.set(key, (out = this.lowerNew(u, idx, valid)));
-    return out;
+    return graphRewrite(at(u, idx, valid), lowering, {
+      ctx: this,
+      bottomUp: true,
+      name: 'lower into a kernel',
+    });
   }
 
-  private lowerNew(u: UOp, idx: readonly UOp[], valid: UOp): UOp {
+  /** One step of lowering AT(u, idx, valid). */
+  step(x: UOp): UOp {
+    const [u, ...rest] = x.src as [UOp, ...UOp[]];
+    const valid = rest.pop()!;
+    const idx = rest;
     const buf = this.realizedBuf(u);
-    if (buf !== undefined) return this.load(buf, idx, valid);
-    const s = u.src;
-    switch (u.op) {
-      case Ops.BUFFER:
-      case Ops.PARAM:
-        return this.load(u, idx, valid);
-      case Ops.CONST:
-        return u;
-      case Ops.RESHAPE:
-        return this.lower(s[0]!, unflatten(linearIndex(idx, u.shape!), s[0]!.shape!), valid);
-      case Ops.PERMUTE: {
-        const order = u.arg as readonly number[];
-        const inner = new Array<UOp>(order.length);
-        order.forEach((a, k) => {
-          inner[a] = idx[k]!;
-        });
-        return this.lower(s[0]!, inner, valid);
-      }
-      case Ops.EXPAND: {
-        const from = s[0]!.shape!;
-        return this.lower(
-          s[0]!,
-          idx.map((i, k) => (from[k] === 1 ? UOp.const(dtypes.index, 0) : i)),
-          valid,
-        );
-      }
-      case Ops.SHRINK: {
-        const offset = s[1]!.sizes;
-        return this.lower(
-          s[0]!,
-          idx.map((i, k) => i.add(UOp.index(offset[k]!))),
-          valid,
-        );
-      }
-      case Ops.FLIP: {
-        const flags = u.arg as readonly boolean[];
-        const shape = u.shape!;
-        return this.lower(
-          s[0]!,
-          idx.map((i, k) => (flags[k] ? UOp.index(shape[k]!).sub(1).sub(i) : i)),
-          valid,
-        );
-      }
-      case Ops.PAD: {
-        const offset = s[1]!.sizes;
-        const inner = s[0]!.shape!;
-        let inside = TRUE();
-        const shifted = idx.map((i, k) => {
-          const o = UOp.index(offset[k]!);
-          inside = inside.and(i.ge(o)).and(i.lt(o.add(UOp.index(inner[k]!))));
-          return i.sub(o);
-        });
-        const value = this.lower(s[0]!, shifted, valid.and(inside));
-        // a gated load already reads 0 outside
-        if (value.op === Ops.LOAD && value.src.length === 3) return value;
-        return inside.where(value, value.constLike(0));
-      }
-      case Ops.REDUCE: {
-        const { op, axes } = u.arg as ArgOf<Ops.REDUCE>;
-        const shape = s[0]!.shape!;
-        const loops = axes.map((a) => this.range(shape[a]!, AxisType.REDUCE));
-        const inner = idx.map((i, k) => {
-          const at = axes.indexOf(k);
-          return at < 0 ? i : loops[at]!;
-        });
-        const ranges = loops.filter((r) => r.op === Ops.RANGE);
-        const value = this.lower(s[0]!, inner, valid);
-        // reducing axes of size 1 leaves the one element
-        return ranges.length ? UOp.make(Ops.REDUCE, [value, ...ranges], { op, axes: [] }) : value;
-      }
+    if (buf !== undefined || u.op === Ops.BUFFER || u.op === Ops.PARAM)
+      return this.load(buf ?? u, idx, valid);
+    if (u.op === Ops.CONST) return u;
+    const map = INDEX_MAPS[u.op];
+    if (map !== undefined) return at(u.src[0]!, map(u, idx), valid);
+    if (u.op === Ops.PAD) {
+      const offset = u.src[1]!.sizes;
+      const inner = u.src[0]!.shape!;
+      let inside = TRUE();
+      const shifted = idx.map((i, k) => {
+        const o = UOp.index(offset[k]!);
+        inside = inside.and(i.ge(o)).and(i.lt(o.add(UOp.index(inner[k]!))));
+        return i.sub(o);
+      });
+      return inside.where(at(u.src[0]!, shifted, valid.and(inside)), u.constLike(0));
+    }
+    if (u.op === Ops.REDUCE) {
+      const { op, axes } = u.arg as ArgOf<Ops.REDUCE>;
+      const shape = u.src[0]!.shape!;
+      const loops = axes.map((a) => this.range(shape[a]!, AxisType.REDUCE));
+      const inner = idx.map((i, k) => {
+        const j = axes.indexOf(k);
+        return j < 0 ? i : loops[j]!;
+      });
+      const ranges = loops.filter((r) => r.op === Ops.RANGE);
+      const value = at(u.src[0]!, inner, valid);
+      // reducing axes of size 1 leaves the one element
+      return ranges.length ? UOp.make(Ops.REDUCE, [value, ...ranges], { op, axes: [] }) : value;
     }
     if (
       GroupOp.Unary.has(u.op) ||
@@ -280,8 +268,8 @@ class KernelBuilder {
       GroupOp.Ternary.has(u.op) ||
       u.op === Ops.BITCAST
     )
-      return u.withSrc(s.map((x) => this.lower(x, idx, valid)));
-    if (GroupOp.Marker.has(u.op)) return this.lower(s[0]!, idx, valid);
+      return u.withSrc(u.src.map((s) => at(s, idx, valid)));
+    if (GroupOp.Marker.has(u.op)) return at(u.src[0]!, idx, valid);
     throw new Error(`rangeify: cannot put ${opName(u.op)} in a kernel yet`);
   }
 
@@ -291,6 +279,22 @@ class KernelBuilder {
     return UOp.make(Ops.LOAD, [address, UOp.const(buf.dtype, 0), valid]);
   }
 }
+
+/** A gated load already reads 0 outside its gate: where(inside, load gated by ... & inside, 0) is the load. */
+function gatedLoad(w: UOp): UOp | undefined {
+  const [inside, load, zero] = w.src as [UOp, UOp, UOp];
+  if (load.op !== Ops.LOAD || load.src.length !== 3 || zero.op !== Ops.CONST || zero.constValue !== 0)
+    return undefined;
+  // the gate is a conjunction built outside in: valid & inside & inside2 ...
+  for (let g: UOp | undefined = load.src[2]; g !== undefined; g = g.op === Ops.AND ? g.src[0] : undefined)
+    if (g === inside || (g.op === Ops.AND && g.src[1] === inside)) return load;
+  return undefined;
+}
+
+const lowering = new PatternMatcher<KernelBuilder>([
+  [new UPat({ op: Ops.INDEX, name: 'x', where: (u) => u.tag === AT }), ({ x }, kb) => kb.step(x!)],
+  [new UPat({ op: Ops.WHERE, name: 'w' }), ({ w }) => gatedLoad(w!)],
+]);
 
 /** The kernel storing `value` (a tensor-level node) into the tensor-level buffer `out`. */
 function kernelFor(value: UOp, out: UOp, bufferOf: Map<UOp, UOp>): Kernel {

@@ -415,7 +415,9 @@ function shrinkShape(s: Shape, offset: Shape, to: Shape): Shape {
 
 function indexShape(src: readonly UOp[]): Shape {
   const s = need(Ops.INDEX, src[0], 'the indexed value');
-  const idx = src.slice(1);
+  // a trailing bool is a gate, as in tinygrad's INDEX(buf, idx, valid): where the element may be read
+  const gated = src.length > 1 && src.at(-1)!.dtype === dtypes.bool;
+  const idx = src.slice(1, gated ? -1 : undefined);
   if (idx.length > s.length)
     fail(Ops.INDEX, `${idx.length} indices for ${fmtShape(s)}, which has ${s.length} axes`);
   const out: sint[] = [];
