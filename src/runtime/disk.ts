@@ -44,9 +44,7 @@ export class DiskFile {
   read(dst: Uint8Array, position: number, what: string): void {
     const end = position + dst.byteLength;
     if (this.closed)
-      throw new Error(
-        `${this.path}: ${what}: the file was closed (its tensor was disposed before this read was promised)`,
-      );
+      throw new Error(`${this.path}: ${what}: the file was closed (its Tensor.fromFile tensor was disposed)`);
     if (!(Number.isSafeInteger(position) && position >= 0 && end <= this.size))
       throw new Error(
         `${this.path}: ${what}: bytes [${position}, ${end}) lie outside the file's ${this.size} bytes`,
@@ -70,7 +68,9 @@ export class DiskFile {
   }
 
   /** One more read promised (a copy that reads when first used): the file stays open for it. */
-  promise(): void {
+  promise(what: string): void {
+    if (this.closed)
+      throw new Error(`${this.path}: ${what}: the file was closed (its Tensor.fromFile tensor was disposed)`);
     this.pending++;
   }
 
@@ -165,7 +165,7 @@ export class DiskBuffer extends DeviceBuffer {
   constructor(file: DiskFile, offset: number, size: number, dtype: DType, what: string, promised = false) {
     super('DISK', size, dtype);
     this.range = { file, offset, what, promised };
-    if (promised) file.promise();
+    if (promised) file.promise(what);
   }
 
   override get memory(): DiskRange {
