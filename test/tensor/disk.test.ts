@@ -3,7 +3,7 @@ import { existsSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'nod
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { type DTypeLike, dtypes } from '../../src/dtype.ts';
+import { type DType, type DTypeLike, dtypes } from '../../src/dtype.ts';
 import { Device } from '../../src/runtime/device.ts';
 import type { DiskBackend } from '../../src/runtime/disk.ts';
 import { Tensor } from '../../src/tensor/index.ts';
@@ -39,7 +39,7 @@ describe.each(['JS', 'CPU'])('Tensor.fromFile onto %s', (device) => {
 
   it('bitcasts bytes to every width, little-endian, and reshapes them', () => {
     const t = Tensor.fromFile(file());
-    const cases: [DTypeLike, number[], unknown[]][] = [
+    const cases: [Exclude<DTypeLike, DType>, number[], unknown[]][] = [
       ['float32', [2, 3], read(8, 6, 4, (o) => view.getFloat32(o, true))],
       ['int32', [6], read(8, 6, 4, (o) => view.getInt32(o, true))],
       ['uint16', [3, 4], read(8, 12, 2, (o) => view.getUint16(o, true))],
