@@ -196,6 +196,9 @@ describe('Tensor.fromFile errors', () => {
       'to: cannot copy a DISK tensor onto DISK:1: DISK buffers are read-only ranges of files; move it to a device that computes',
     );
     expect(t.to('disk')).toBe(t);
+    expect(() => Tensor.empty([4], { device: 'DISK' }).to('JS')).toThrow(
+      'to: this DISK tensor was not made by Tensor.fromFile, so it has no file to read',
+    );
   });
 
   it('reads a DISK tensor only through to(): its data and kernels on DISK are errors', () => {
