@@ -4,9 +4,6 @@ import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { gunzipSync } from 'node:zlib';
 import { allocStorage, type DType, dtypes, type StorageArray } from '../dtype.ts';
-import { setBufferData } from '../engine/buffers.ts';
-import { Device } from '../runtime/device.ts';
-import { newBuffer } from '../schedule/rangeify.ts';
 import { Tensor } from '../tensor/index.ts';
 
 /** The contents of an IDX file: its element type, its dimensions and its elements in row-major order. */
@@ -130,7 +127,6 @@ function mnistDir(): string {
  * `x.cast(dtypes.float32).div(255)`. Labels are int32, what `sparseCategoricalCrossentropy` takes.
  */
 export function mnist(opts: MnistOptions = {}): Mnist {
-  const device = Device.canonicalize(opts.device ?? Device.default);
   const dir = mnistDir();
   const load = (file: string, dtype: DType, shape: number[]): Tensor => {
     const path = join(dir, file);
@@ -140,10 +136,9 @@ export function mnist(opts: MnistOptions = {}): Mnist {
       throw new Error(
         `mnist: ${path} holds ${idx.dtype.name} (${idx.shape.join(', ')}), expected uint8 of ${numel} elements`,
       );
-    // straight into the buffer: the Tensor constructor would convert 47 million elements one by one
-    const buf = newBuffer(shape, dtype, device);
-    setBufferData(buf, dtype === dtypes.int32 ? Int32Array.from(idx.data as Uint8Array) : idx.data);
-    return new Tensor(buf, { device });
+    // an array of the dtype's own kind goes into the buffer as it is, not element by element
+    const data = dtype === dtypes.int32 ? Int32Array.from(idx.data as Uint8Array) : idx.data;
+    return new Tensor(data, { device: opts.device }).reshape(shape);
   };
   return {
     trainImages: load('train-images-idx3-ubyte', dtypes.uint8, [60000, 1, 28, 28]),

@@ -1,6 +1,5 @@
 // Optimizers (SGD, Adam, AdamW, LAMB, LARS, Muon): each step builds the new parameters and state lazily and realizes them in one call.
 import { dtypes, promote } from '../dtype.ts';
-import { setBufferData } from '../engine/buffers.ts';
 import { Tensor } from '../tensor/index.ts';
 import { assign } from './state-dict.ts';
 
@@ -50,8 +49,9 @@ export abstract class Optimizer {
   /** Sets the learning rate for the following steps, in place. */
   setLr(value: number): void {
     checkRange(`${this.name}.setLr`, 'lr', value, 0, Infinity);
-    this.lr.realize();
-    setBufferData(this.lr.uop, new Float32Array([value]));
+    // written into lr's own buffer, so a JIT that captured a step reads the new rate; from a tensor, not a
+    // constant, so that one cached copy serves every rate (a constant would compile a kernel per value)
+    this.lr.assign(new Tensor(value, { dtype: dtypes.float32, device: this.device })).realize();
   }
 
   /**

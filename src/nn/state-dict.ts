@@ -104,10 +104,10 @@ export function loadStateDict(model: unknown, dict: StateDict, opts: LoadOptions
     throw new Error(
       `loadStateDict: ${problems.join('; ')}; pass { strict: false } to load the keys that fit (a dtype mismatch is then cast)`,
     );
-  // a copy per tensor, realized alone: equal graphs realized together would share one buffer
-  for (const [target, src] of load) {
-    target.uop = src.to(target.device).cast(target.dtype).contiguous().uop;
-    target.realize();
-  }
+  // a copy per tensor, realized alone: equal graphs realized together would share one buffer. assign writes
+  // into a realized target's own buffer (a JIT that captured it sees the new values); an unrealized target
+  // gets a buffer of its own (contiguous), never the source's
+  for (const [target, src] of load)
+    target.assign(src.to(target.device).cast(target.dtype).contiguous()).realize();
   return report;
 }

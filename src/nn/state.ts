@@ -1,13 +1,8 @@
-// safetensors files (Node only): safeLoad gives tensors read lazily through the DISK device; safeSave writes them.
+// safetensors files (Node only): safeLoad slices a DISK tensor of the file (read lazily); safeSave writes them.
 import { closeSync, fsyncSync, openSync, renameSync, rmSync, writeSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
 import { type DType, dtypes, type StorageArray } from '../dtype.ts';
-import { bufferData, copyOnFirstUse } from '../engine/buffers.ts';
-import { realize } from '../engine/realize.ts';
-import { Device } from '../runtime/device.ts';
-import { DiskBuffer, DiskFile } from '../runtime/disk.ts';
-import { newBuffer } from '../schedule/rangeify.ts';
-import { Tensor } from '../tensor/index.ts';
+import { Device, Tensor } from '../tensor/index.ts';
 
 // a Map, not an object: a dtype named 'constructor' in a header must not find Object's
 const DTYPES = new Map<string, DType>([
@@ -30,6 +25,8 @@ const NAMES = new Map([...DTYPES].map(([name, dtype]) => [dtype, name]));
 /** The reference implementation refuses larger headers; so do we, before allocating one. */
 const MAX_HEADER = 100_000_000;
 const METADATA = '__metadata__';
+/** Where the header is read: a device every build has, whose memory the host reads directly. */
+const HOST = 'JS';
 
 export interface SafeLoadOptions {
   /** Where the tensors are loaded (default: Device.default). */
@@ -70,9 +67,11 @@ const isObject = (v: unknown): v is Record<string, unknown> =>
 const isCount = (v: unknown): v is number => Number.isSafeInteger(v) && (v as number) >= 0;
 
 /**
- * Tensors of a safetensors file by name, on `device`. Only the header is read now; a tensor's bytes are read
- * from the file (and only its bytes) when its data is first needed. Throws, naming the file and the tensor,
- * when the file is not a well-formed safetensors file.
+ * Tensors of a safetensors file by name, on `device`. The file is one uint8 DISK tensor (Tensor.fromFile),
+ * and each stored tensor a slice of it, bitcast to its dtype, reshaped and moved with `.to(device)`, as
+ * tinygrad's safe_load. Only the header is read now; a tensor's bytes are read from the file (and only its
+ * bytes) when its data is first needed. Throws, naming the file and the tensor, when the file is not a
+ * well-formed safetensors file.
  */
 export function safeLoad(path: string, opts: SafeLoadOptions = {}): Record<string, Tensor> {
   const device = Device.canonicalize(opts.device ?? Device.default);
@@ -80,67 +79,62 @@ export function safeLoad(path: string, opts: SafeLoadOptions = {}): Record<strin
     throw new Error(
       `safeLoad: ${path}: cannot load onto ${device}, which runs no kernels; pick a device that computes`,
     );
-  const file = openFile('safeLoad', path);
-  let header: Header;
-  try {
-    header = readHeader('safeLoad', file);
-  } catch (e) {
-    file.close();
-    throw e;
-  }
+  // disposed once the tensors are made: the file then closes when the last of them has read its bytes
+  using file = openFile('safeLoad', path);
+  const header = readHeader('safeLoad', path, file);
   return Object.fromEntries(
-    header.entries.map(({ name, dtype, shape, begin }) => {
-      const buf = newBuffer(shape, dtype, device);
-      copyOnFirstUse(
-        buf,
-        new DiskBuffer(file, header.dataStart + begin, prod(shape), dtype, `tensor '${name}'`),
-      );
-      return [name, new Tensor(buf, { device })];
+    header.entries.map(({ name, dtype, shape, begin, end }) => {
+      const bytes = file.shrink([[header.dataStart + begin, header.dataStart + end]]);
+      return [name, bytes.bitcast(dtype).reshape(shape).to(device)];
     }),
   );
 }
 
 /** The `__metadata__` of a safetensors file (string keys and values; empty when it has none). */
 export function safeMetadata(path: string): Record<string, string> {
-  const file = openFile('safeMetadata', path);
+  using file = openFile('safeMetadata', path);
+  return readHeader('safeMetadata', path, file).metadata;
+}
+
+function openFile(fn: string, path: string): Tensor {
   try {
-    return readHeader('safeMetadata', file).metadata;
-  } finally {
-    file.close();
+    return Tensor.fromFile(path);
+  } catch (e) {
+    // fromFile names itself; the problem is its cause's
+    const cause = (e as Error).cause instanceof Error ? ((e as Error).cause as Error) : (e as Error);
+    throw new Error(`${fn}: ${path}: cannot open: ${cause.message}`, { cause: e });
   }
 }
 
-function openFile(fn: string, path: string): DiskFile {
-  try {
-    return new DiskFile(path);
-  } catch (e) {
-    throw new Error(`${fn}: ${path}: cannot open: ${(e as Error).message}`, { cause: e });
-  }
-}
+/** The file's bytes [begin, end), read now (the header: its tensors' bytes are read when used). */
+const readBytes = (file: Tensor, begin: number, end: number): Uint8Array =>
+  file
+    .shrink([[begin, end]])
+    .to(HOST)
+    .dataSync() as Uint8Array;
 
 /** Reads and checks the header: every tensor's dtype, shape and byte range, within the file and apart. */
-function readHeader(fn: string, file: DiskFile): Header {
+function readHeader(fn: string, path: string, file: Tensor): Header {
   const fail = (problem: string): never => {
-    throw new Error(`${fn}: ${file.path}: ${problem}`);
+    throw new Error(`${fn}: ${path}: ${problem}`);
   };
-  if (file.size < 8)
+  const size = file.numel;
+  if (size < 8)
     fail(
-      `the file is ${file.size} bytes, too short for the 8-byte header length: it is truncated or not safetensors`,
+      `the file is ${size} bytes, too short for the 8-byte header length: it is truncated or not safetensors`,
     );
-  const lengthBytes = new Uint8Array(8);
-  file.read(lengthBytes, 0, 'the header length');
-  const length = new DataView(lengthBytes.buffer).getBigUint64(0, true);
+  const lengthBytes = readBytes(file, 0, 8);
+  const length = new DataView(lengthBytes.buffer, lengthBytes.byteOffset, 8).getBigUint64(0, true);
   if (length > BigInt(MAX_HEADER))
     fail(
       `the header length ${length} is over the format's limit of ${MAX_HEADER} bytes: the file is not safetensors`,
     );
   const n = Number(length);
-  if (8 + n > file.size)
+  if (8 + n > size)
     fail(
-      `the header length ${n} runs past the end of the file (${file.size} bytes): it is truncated or not safetensors`,
+      `the header length ${n} runs past the end of the file (${size} bytes): it is truncated or not safetensors`,
     );
-  const bytes = new Uint8Array(n);
-  file.read(bytes, 8, 'the header');
+  const bytes = readBytes(file, 8, 8 + n);
   let text: string;
   try {
     text = new TextDecoder('utf-8', { fatal: true }).decode(bytes);
@@ -156,7 +150,7 @@ function readHeader(fn: string, file: DiskFile): Header {
   if (!isObject(json)) return fail(`the header must be a JSON object of tensors, got ${show(json)}`);
 
   const dataStart = 8 + n;
-  const dataSize = file.size - dataStart;
+  const dataSize = size - dataStart;
   const entries: Entry[] = [];
   let metadata: Record<string, string> = {};
   for (const [name, value] of Object.entries(json)) {
@@ -229,14 +223,14 @@ export function safeSave(
   )
     fail(`metadata must be an object of strings, got ${show(metadata)}`);
 
-  // realize() takes one device at a time
+  // realized together, one device at a time (one schedule computes what they share once)
   const byDevice = new Map<string, Tensor[]>();
   for (const [, t] of items) byDevice.set(t.device, [...(byDevice.get(t.device) ?? []), t]);
-  for (const group of byDevice.values()) realize(group);
+  for (const [first, ...rest] of byDevice.values()) first!.realize(...rest);
   const data = new Map<string, StorageArray>();
   for (const [name, t] of items) {
     try {
-      data.set(name, bufferData(t.uop));
+      data.set(name, t.dataSync());
     } catch (e) {
       fail(`tensor '${name}': ${(e as Error).message}`);
     }

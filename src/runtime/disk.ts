@@ -22,6 +22,10 @@ export class DiskFile {
   readonly fd: number;
   /** The size in bytes when opened: no read goes past it. */
   readonly size: number;
+  // reads promised to DISK tensors' copies and not yet done, and whether its tensor let go (release)
+  private pending = 0;
+  private released = false;
+  private closed = false;
 
   constructor(readonly path: string) {
     this.fd = openSync(path, 'r');
@@ -39,6 +43,8 @@ export class DiskFile {
   /** Fills `dst` with the file's bytes from `position`; `what` names them in errors. */
   read(dst: Uint8Array, position: number, what: string): void {
     const end = position + dst.byteLength;
+    if (this.closed)
+      throw new Error(`${this.path}: ${what}: the file was closed (its Tensor.fromFile tensor was disposed)`);
     if (!(Number.isSafeInteger(position) && position >= 0 && end <= this.size))
       throw new Error(
         `${this.path}: ${what}: bytes [${position}, ${end}) lie outside the file's ${this.size} bytes`,
@@ -55,8 +61,29 @@ export class DiskFile {
 
   /** Closes the file now; only for a file that no buffer reads (a failed or header-only load). */
   close(): void {
+    if (this.closed) return;
+    this.closed = true;
     closer.unregister(this);
     closeSync(this.fd);
+  }
+
+  /** One more read promised (a copy that reads when first used): the file stays open for it. */
+  promise(what: string): void {
+    if (this.closed)
+      throw new Error(`${this.path}: ${what}: the file was closed (its Tensor.fromFile tensor was disposed)`);
+    this.pending++;
+  }
+
+  /** A promised read is done; the file closes if it was released and nothing else waits. */
+  kept(): void {
+    this.pending--;
+    if (this.released && this.pending === 0) this.close();
+  }
+
+  /** Closes the file once no promised read is left: now, or after the last of them. */
+  release(): void {
+    this.released = true;
+    if (this.pending === 0) this.close();
   }
 }
 
@@ -65,6 +92,8 @@ export interface DiskRange {
   readonly file: DiskFile;
   readonly offset: number;
   readonly what: string;
+  /** Whether the file keeps a promised read open for this range (see DiskFile.promise), until it is read. */
+  promised: boolean;
 }
 
 export class DiskAllocator extends Allocator<DiskRange> {
@@ -74,7 +103,7 @@ export class DiskAllocator extends Allocator<DiskRange> {
 
   protected create(nbytes: number): never {
     throw new Error(
-      `${this.device}: cannot allocate ${nbytes} bytes: DISK buffers are byte ranges of existing files (safeLoad makes them); compute on another device`,
+      `${this.device}: cannot allocate ${nbytes} bytes: DISK buffers are byte ranges of existing files (Tensor.fromFile makes them); move a DISK tensor with .to(device) and compute there`,
     );
   }
 
@@ -95,6 +124,10 @@ export class DiskAllocator extends Allocator<DiskRange> {
     range.file.read(dst, range.offset, range.what);
     this.bytesRead += dst.byteLength;
     this.reads++;
+    if (range.promised) {
+      range.promised = false;
+      range.file.kept();
+    }
   }
 }
 
@@ -103,6 +136,19 @@ export class DiskBackend extends Backend {
 
   constructor(name: string) {
     super(name, 'DISK', new DiskAllocator(name));
+  }
+
+  /** The file at `path`, opened for reading (Tensor.fromFile reaches it through the device registry). */
+  open(path: string): DiskFile {
+    return new DiskFile(path);
+  }
+
+  /**
+   * `size` elements of `dtype` at byte `offset` of `file`, to be read once (what a DISK tensor's `to()`
+   * copies from): the file stays open until then, even when its tensor is disposed.
+   */
+  view(file: DiskFile, offset: number, size: number, dtype: DType, what: string): DiskBuffer {
+    return new DiskBuffer(file, offset, size, dtype, what, true);
   }
 
   compile(name: string): never {
@@ -116,9 +162,10 @@ export class DiskBackend extends Backend {
 export class DiskBuffer extends DeviceBuffer {
   private readonly range: DiskRange;
 
-  constructor(file: DiskFile, offset: number, size: number, dtype: DType, what: string) {
+  constructor(file: DiskFile, offset: number, size: number, dtype: DType, what: string, promised = false) {
     super('DISK', size, dtype);
-    this.range = { file, offset, what };
+    this.range = { file, offset, what, promised };
+    if (promised) file.promise(what);
   }
 
   override get memory(): DiskRange {

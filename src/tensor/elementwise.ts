@@ -1,5 +1,6 @@
 // Elementwise ops beyond the core (trig, activations, rounding, bitwise, remainders, pow), built from primitives.
 import { type ConstValue, type DType, type DTypeLike, dtypes, toDType } from '../dtype.ts';
+import { Device } from '../runtime/device.ts';
 import type { UOp } from '../uop/uop.ts';
 import { Tensor } from './tensor.ts';
 
@@ -473,9 +474,20 @@ Tensor.prototype.clip = Tensor.prototype.clamp;
 Tensor.prototype.bitcast = function (this: Tensor, like: DTypeLike): Tensor {
   const dtype = toDType('bitcast', like);
   if (dtype === this.dtype) return this;
-  if (dtype.itemsize !== this.dtype.itemsize || dtype === dtypes.bool || this.dtype === dtypes.bool)
+  // a DISK tensor's bytes are reinterpreted as they are copied out (safetensors' uint8 file as float32)
+  const onDisk = Device.get(this.device).kind === 'DISK';
+  if (
+    !onDisk &&
+    (dtype.itemsize !== this.dtype.itemsize || dtype === dtypes.bool || this.dtype === dtypes.bool)
+  )
     throw new Error(
-      `bitcast: cannot reinterpret ${this.dtype.name} (${this.dtype.itemsize} bytes) as ${dtype.name} (${dtype.itemsize} bytes); the target needs the same size and neither may be bool (e.g. float32 <-> int32/uint32, float16 <-> int16)`,
+      `bitcast: cannot reinterpret ${this.dtype.name} (${this.dtype.itemsize} bytes) as ${dtype.name} (${dtype.itemsize} bytes); the target needs the same size and neither may be bool (e.g. float32 <-> int32/uint32, float16 <-> int16); only a DISK tensor (Tensor.fromFile) changes size`,
+    );
+  // a size change rescales the last axis, which must hold whole elements of the new dtype
+  const bytes = (this.shape.at(-1) ?? 0) * this.dtype.itemsize;
+  if (dtype.itemsize !== this.dtype.itemsize && (this.ndim === 0 || bytes % dtype.itemsize !== 0))
+    throw new Error(
+      `bitcast: cannot reinterpret (${this.shape.join(', ')}) ${this.dtype.name} as ${dtype.name}: ${this.ndim === 0 ? 'a scalar has no last axis to rescale; reshape it to (1) first' : `the last axis holds ${bytes} bytes, not a whole number of ${dtype.name} (${dtype.itemsize} bytes)`}`,
     );
   return this.wrap(this.uop.bitcast(dtype));
 };

@@ -28,7 +28,10 @@ import './setitem.ts';
 import './pool.ts';
 import './gradient.ts';
 import './scope.ts';
+import './disk.ts';
 
+// the device registry, for code that may use only the Tensor API (src/nn): device names are Tensor options
+export { Device } from '../runtime/device.ts';
 export type { IsCloseOptions } from './activations.ts';
 export { type FnOptions, fn, fnMethod } from './function.ts';
 export type {

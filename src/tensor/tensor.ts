@@ -117,7 +117,14 @@ function bufferFrom(data: TensorData, dtype: DType | undefined, device: string):
   let values: ArrayLike<ConstValue>;
   let shape: number[];
   if (isTypedArray(data)) {
-    dtype ??= dtypeOfArray(data);
+    const native = dtypeOfArray(data);
+    dtype ??= native;
+    // an array already in the dtype's storage goes in as it is (a dataset's millions of elements)
+    if (dtype === native) {
+      const buf = newBuffer([(data as StorageArray).length], dtype, device);
+      setBufferData(buf, data as StorageArray);
+      return buf;
+    }
     values = data as unknown as ArrayLike<ConstValue>;
     shape = [values.length];
   } else {
@@ -212,6 +219,8 @@ export class Tensor {
     // a pending assign (AFTER) writes into the tensor's own buffer, which goes too
     const buf = bufferOf(u);
     if (buf !== undefined) letGoOfBuffer(buf, true);
+    // a Tensor.fromFile tensor lets its file close (src/tensor/disk.ts)
+    if (Device.get(this.device).kind === 'DISK') this.releaseFile();
     this._uop = undefined;
     this._requiresGrad = false; // backward() looks at every tensor with requiresGrad
   }
@@ -722,11 +731,15 @@ export class Tensor {
   clone(): Tensor {
     return this.contiguous();
   }
-  /** This tensor on another device (its value is computed first, then copied). */
+  /**
+   * This tensor on another device (its value is computed first, then copied). A DISK tensor (a view of
+   * Tensor.fromFile) is copied lazily instead: its bytes are read when the copy is first used.
+   */
   to(device: string): Tensor {
     const target = Device.canonicalize(device);
     if (target === this.device) return this;
     Device.get(target); // an unknown device fails here, before anything runs
+    if (Device.get(this.device).kind === 'DISK') return this.fromDisk(target);
     this.realize();
     const buf = newBuffer(this.shape, this.dtype, target);
     setBufferData(buf, bufferData(this.uop));

@@ -1,5 +1,6 @@
 // Optimizers: update formulas against hand-computed references (gradients set by hand), lr as a buffer, training end to end.
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { jit } from '../../src/engine/jit.ts';
 import { cachedPlans } from '../../src/engine/realize.ts';
 import { Context } from '../../src/helpers.ts';
 import {
@@ -201,17 +202,39 @@ describe('step', () => {
       opt.step();
     };
     stepWith([1, 1, 1]); // p = 1 - 0.5, buf = 1
-    const plans = cachedPlans();
-    opt.setLr(0.1);
+    const lr = opt.lr.uop;
+    opt.setLr(0.1); // the first setLr adds the one schedule that copies a rate in
     stepWith([2, 2, 2]); // buf = 0.5 + 2, p -= 0.1 * 2.5
+    const plans = cachedPlans();
     opt.setLr(0.01);
     stepWith([0, 0, 0]); // buf = 1.25, p -= 0.01 * 1.25
     expect(cachedPlans()).toBe(plans);
+    expect(opt.lr.uop).toBe(lr); // the same buffer all along
     close(
       data(p),
       [1, 2, 3].map((x) => x - 0.5 - 0.25 - 0.0125),
     );
     close(data(opt.lr), [0.01]);
+  });
+
+  it('setLr reaches a jitted step: the captured kernels read the new rate from the same buffer', () => {
+    const p = new Tensor(f32([1, 2, 3]), { requiresGrad: true });
+    const opt = new SGD([p], { lr: 0.5 });
+    const step = jit(function sgd(g: Tensor) {
+      p.grad = g;
+      opt.step();
+      return p;
+    });
+    const g = new Tensor(f32([1, 2, 4]));
+    const expected = [1, 2, 3];
+    for (const lr of [0.5, 0.5, 0.25, 0.125, 0.125]) {
+      if (lr !== opt.lr.item()) opt.setLr(lr);
+      step(g);
+      expected.forEach((x, i) => {
+        expected[i] = x - lr * [1, 2, 4][i]!;
+      });
+      close(data(p), expected);
+    }
   });
 
   it('zeroGrad forgets gradients; a missing gradient names the parameter', () => {

@@ -87,9 +87,19 @@ describe('loadStateDict', () => {
     // two model tensors loaded from one dict tensor get buffers of their own
     const pair = { p: Tensor.zeros([3]).realize(), q: Tensor.zeros([3]).realize() };
     const one = new Tensor([1.5, 2, 3]);
+    const buffers = [pair.p.uop, pair.q.uop];
     loadStateDict(pair, { p: one, q: one });
     expect(pair.p.uop).not.toBe(pair.q.uop);
     expect(data(pair.q)).toEqual([1.5, 2, 3]);
+    // realized targets keep their buffers (assign), so a JIT that captured them reads the loaded values
+    expect([pair.p.uop, pair.q.uop]).toEqual(buffers);
+    // an unrealized target gets a buffer of its own, not the source's
+    const lazy = { w: Tensor.ones([3]).mul(2) };
+    loadStateDict(lazy, { w: one });
+    expect(lazy.w.uop.op).toBe(Ops.BUFFER);
+    expect(lazy.w.uop).not.toBe(one.uop);
+    one.assign(Tensor.zeros([3])).realize();
+    expect(data(lazy.w)).toEqual([1.5, 2, 3]);
   });
 
   it('strict: lists missing, unexpected and mismatched keys and loads nothing', () => {

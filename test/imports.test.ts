@@ -1,0 +1,135 @@
+// The import graph's layering: nn/ uses only the Tensor API, runtime/ does not reach into the compiler.
+import { readdirSync, readFileSync } from 'node:fs';
+import { dirname, join, relative, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { describe, expect, it } from 'vitest';
+
+const root = fileURLToPath(new URL('../', import.meta.url));
+
+/** Every .ts file under src/, by path from the project root, with its text. */
+function sources(): Map<string, string> {
+  const files = new Map<string, string>();
+  const walk = (dir: string) => {
+    for (const entry of readdirSync(join(root, dir), { withFileTypes: true })) {
+      const path = `${dir}/${entry.name}`;
+      if (entry.isDirectory()) walk(path);
+      else if (entry.name.endsWith('.ts')) files.set(path, readFileSync(join(root, path), 'utf8'));
+    }
+  };
+  walk('src');
+  return files;
+}
+
+// `import ... from '...'`, `export ... from '...'` (over several lines too), `import '...'` and `import('...')`
+const IMPORT =
+  /^\s*(?:import|export)\b[^;'"]*?\bfrom\s*['"]([^'"]+)['"]|^\s*import\s*['"]([^'"]+)['"]|\bimport\(\s*['"]([^'"]+)['"]\s*\)/gm;
+
+/** The specifiers a file imports, in order. */
+function importsOf(text: string): string[] {
+  return [...text.matchAll(IMPORT)].map((m) => (m[1] ?? m[2] ?? m[3])!);
+}
+
+/** A relative specifier resolved against the importing file (both from the project root); others as they are. */
+const resolveFrom = (file: string, spec: string): string =>
+  spec.startsWith('.')
+    ? relative(root, resolve(root, dirname(file), spec))
+        .split('\\')
+        .join('/')
+    : spec;
+
+/** What nn/ may import from src/: the Tensor API's own modules and other nn files. */
+const NN_MAY_IMPORT = ['src/tensor/index.ts', 'src/dtype.ts', 'src/helpers.ts'];
+const COMPILER = ['src/renderer/', 'src/codegen/'];
+// runtime/ imports the lead is moving out (issue #21): the CPU device renders its own C, and the Node entry
+// wires BEAM's disk store; each is listed until it goes, and then must leave this list
+const KNOWN_RUNTIME_EXCEPTIONS = [
+  'src/runtime/cpu.ts imports src/renderer/c.ts',
+  'src/runtime/node.ts imports src/codegen/opt/search.ts',
+];
+
+/** Every import that breaks the layering, as 'file imports target', and the known exceptions seen. */
+function layeringProblems(files: ReadonlyMap<string, string>): {
+  problems: string[];
+  known: string[];
+} {
+  const problems: string[] = [];
+  const known: string[] = [];
+  for (const [file, text] of files) {
+    for (const spec of importsOf(text)) {
+      const target = resolveFrom(file, spec);
+      if (!target.startsWith('src/')) continue; // node: built-ins and packages
+      const line = `${file} imports ${target}`;
+      if (file.startsWith('src/nn/') && !target.startsWith('src/nn/') && !NN_MAY_IMPORT.includes(target))
+        problems.push(`${line}: nn/ may import only ${NN_MAY_IMPORT.join(', ')} and nn files`);
+      if (file.startsWith('src/runtime/') && COMPILER.some((c) => target.startsWith(c))) {
+        if (KNOWN_RUNTIME_EXCEPTIONS.includes(line)) known.push(line);
+        else problems.push(`${line}: runtime/ may not import ${COMPILER.join(' or ')}`);
+      }
+    }
+  }
+  return { problems, known };
+}
+
+describe('import graph', () => {
+  it('finds every form of import, over several lines too', () => {
+    const text = [
+      "import { a } from '../engine/realize.ts';",
+      'import {',
+      '  b,',
+      '  type C,',
+      "} from '../schedule/rangeify.ts';",
+      "import type { D } from '../uop/uop.ts';",
+      "export { e } from './x.ts';",
+      "export * from './y.ts';",
+      "import './side.ts';",
+      "const m = await import('../runtime/disk.ts');",
+      "// a comment that says import nothing from 'here'",
+      'const s = \'from "there"\';',
+    ].join('\n');
+    expect(importsOf(text)).toEqual([
+      '../engine/realize.ts',
+      '../schedule/rangeify.ts',
+      '../uop/uop.ts',
+      './x.ts',
+      './y.ts',
+      './side.ts',
+      '../runtime/disk.ts',
+    ]);
+  });
+
+  it('names the file and the import that break the layering', () => {
+    const files = new Map([
+      [
+        'src/nn/a.ts',
+        "import { Tensor } from '../tensor/index.ts';\nimport { x } from '../engine/buffers.ts';",
+      ],
+      [
+        'src/nn/b.ts',
+        "import { y } from '../tensor/tensor.ts';\nimport { z } from './a.ts';\nimport 'node:fs';",
+      ],
+      ['src/runtime/cpu.ts', "import { render } from '../renderer/c.ts';"],
+      ['src/runtime/js.ts', "import { render } from '../renderer/js.ts';"],
+      ['src/tensor/t.ts', "import { e } from '../engine/realize.ts';"],
+    ]);
+    expect(layeringProblems(files)).toEqual({
+      problems: [
+        'src/nn/a.ts imports src/engine/buffers.ts: nn/ may import only src/tensor/index.ts, src/dtype.ts, src/helpers.ts and nn files',
+        'src/nn/b.ts imports src/tensor/tensor.ts: nn/ may import only src/tensor/index.ts, src/dtype.ts, src/helpers.ts and nn files',
+        'src/runtime/js.ts imports src/renderer/js.ts: runtime/ may not import src/renderer/ or src/codegen/',
+      ],
+      known: ['src/runtime/cpu.ts imports src/renderer/c.ts'],
+    });
+  });
+
+  it('nn/ uses only the Tensor API; runtime/ imports no renderer or codegen beyond the known exceptions', () => {
+    const files = sources();
+    expect(files.size).toBeGreaterThan(50);
+    const { problems, known } = layeringProblems(files);
+    expect(problems, problems.join('\n')).toEqual([]);
+    // an exception that is gone must leave the list, so that it cannot come back unnoticed
+    const stale = KNOWN_RUNTIME_EXCEPTIONS.filter((e) => !known.includes(e));
+    expect(stale, `no longer imported, remove from KNOWN_RUNTIME_EXCEPTIONS: ${stale.join('; ')}`).toEqual(
+      [],
+    );
+  });
+});
