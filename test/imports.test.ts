@@ -1,4 +1,5 @@
-// The import graph's layering: nn/ uses only the Tensor API, runtime/ does not reach into the compiler.
+// The import graph's layering: nn/ uses only the Tensor API, runtime/ does not reach into the compiler, and no
+// modules import each other at run time.
 import { readdirSync, readFileSync } from 'node:fs';
 import { dirname, join, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -27,6 +28,28 @@ const IMPORT =
 /** The specifiers a file imports, in order. */
 function importsOf(text: string): string[] {
   return [...text.matchAll(IMPORT)].map((m) => (m[1] ?? m[2] ?? m[3])!);
+}
+
+// the same forms, keeping the import clause: type-only imports are no run-time edges
+const CLAUSE =
+  /^\s*(?:import|export)\s+(type\s+)?([^;'"]*?)\s*\bfrom\s*['"]([^'"]+)['"]|^\s*import\s*['"]([^'"]+)['"]/gm;
+
+/** The specifiers a file imports at run time: not `import type`, nor a list of `type` names only. */
+function runtimeImportsOf(text: string): string[] {
+  return [...text.matchAll(CLAUSE)].flatMap((m) => {
+    if (m[4] !== undefined) return [m[4]];
+    const names = m[2]!.trim();
+    const typeOnly =
+      m[1] !== undefined ||
+      (names.startsWith('{') &&
+        names
+          .slice(1, -1)
+          .split(',')
+          .map((n) => n.trim())
+          .filter((n) => n !== '')
+          .every((n) => n.startsWith('type ')));
+    return typeOnly ? [] : [m[3]!];
+  });
 }
 
 /** A relative specifier resolved against the importing file (both from the project root); others as they are. */
@@ -68,6 +91,62 @@ function layeringProblems(files: ReadonlyMap<string, string>): {
     }
   }
   return { problems, known };
+}
+
+/** The groups of modules that import each other at run time (strongly connected, more than one module). */
+function importCycles(files: ReadonlyMap<string, string>): string[][] {
+  const edges = new Map(
+    [...files].map(([file, text]) => [
+      file,
+      runtimeImportsOf(text)
+        .map((spec) => resolveFrom(file, spec))
+        .filter((t) => files.has(t)),
+    ]),
+  );
+  // Tarjan's algorithm, iteratively
+  const index = new Map<string, number>();
+  const low = new Map<string, number>();
+  const stack: string[] = [];
+  const onStack = new Set<string>();
+  const cycles: string[][] = [];
+  for (const start of edges.keys()) {
+    if (index.has(start)) continue;
+    const work: [string, number][] = [[start, 0]];
+    while (work.length) {
+      const top = work[work.length - 1]!;
+      const [v, i] = top;
+      if (i === 0) {
+        index.set(v, index.size);
+        low.set(v, index.get(v)!);
+        stack.push(v);
+        onStack.add(v);
+      }
+      const out = edges.get(v)!;
+      if (i < out.length) {
+        top[1]++;
+        const w = out[i]!;
+        if (!index.has(w)) work.push([w, 0]);
+        else if (onStack.has(w)) low.set(v, Math.min(low.get(v)!, index.get(w)!));
+        continue;
+      }
+      work.pop();
+      if (work.length) {
+        const parent = work[work.length - 1]![0];
+        low.set(parent, Math.min(low.get(parent)!, low.get(v)!));
+      }
+      if (low.get(v) === index.get(v)) {
+        const group: string[] = [];
+        let w: string;
+        do {
+          w = stack.pop()!;
+          onStack.delete(w);
+          group.push(w);
+        } while (w !== v);
+        if (group.length > 1) cycles.push(group.sort());
+      }
+    }
+  }
+  return cycles;
 }
 
 describe('import graph', () => {
@@ -131,5 +210,20 @@ describe('import graph', () => {
     expect(stale, `no longer imported, remove from KNOWN_RUNTIME_EXCEPTIONS: ${stale.join('; ')}`).toEqual(
       [],
     );
+  });
+
+  it('finds import cycles, and type-only imports make none', () => {
+    const files = new Map([
+      ['src/a.ts', "import { b } from './b.ts';"],
+      ['src/b.ts', "import { c } from './c.ts';\nimport type { A } from './a.ts';"],
+      ['src/c.ts', "import { type A, type B } from './a.ts';\nimport { d } from './d.ts';"],
+      ['src/d.ts', "import { b } from './b.ts';"],
+    ]);
+    expect(importCycles(files)).toEqual([['src/b.ts', 'src/c.ts', 'src/d.ts']]);
+  });
+
+  it('has no run-time import cycles', () => {
+    const cycles = importCycles(sources());
+    expect(cycles, cycles.map((c) => c.join(' <-> ')).join('\n')).toEqual([]);
   });
 });

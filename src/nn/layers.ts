@@ -1,5 +1,6 @@
 // nn layers: Linear, convolutions, normalizations, Embedding, Dropout and LSTMCell, with tinygrad's default initialization.
 import { dtypes } from '../dtype.ts';
+import { prod } from '../helpers.ts';
 import { type ConvOptions, type Size, Tensor } from '../tensor/index.ts';
 import { assign } from './state-dict.ts';
 
@@ -17,7 +18,6 @@ export abstract class Module {
 
 const fmt = (s: readonly number[]) => `(${s.join(', ')})`;
 const range = (n: number) => Array.from({ length: n }, (_, i) => i);
-const prod = (s: readonly number[]) => s.reduce((a, b) => a * b, 1);
 
 function checkCount(layer: string, what: string, n: number): void {
   if (!Number.isInteger(n) || n < 1)

@@ -2,6 +2,7 @@
 import { closeSync, fsyncSync, openSync, renameSync, rmSync, writeSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
 import { type DType, dtypes, type StorageArray } from '../dtype.ts';
+import { prod } from '../helpers.ts';
 import { Device, Tensor } from '../tensor/index.ts';
 
 // a Map, not an object: a dtype named 'constructor' in a header must not find Object's
@@ -47,8 +48,6 @@ interface Header {
   /** Where the data starts in the file: data_offsets count from here. */
   dataStart: number;
 }
-
-const prod = (s: readonly number[]) => s.reduce((a, b) => a * b, 1);
 
 /** A value as a short piece of JSON, for errors. */
 function show(v: unknown): string {
@@ -169,7 +168,12 @@ function readHeader(fn: string, path: string, file: Tensor): Header {
       bad(`unknown dtype ${show(dtypeName)}; supported: ${[...DTYPES.keys()].join(', ')}`);
     if (!Array.isArray(shape) || !shape.every(isCount))
       bad(`shape must be a list of non-negative integers, got ${show(shape)}`);
-    if (!Array.isArray(offsets) || offsets.length !== 2 || !offsets.every(isCount) || offsets[0] > offsets[1])
+    if (
+      !Array.isArray(offsets) ||
+      offsets.length !== 2 ||
+      !offsets.every(isCount) ||
+      offsets[0]! > offsets[1]!
+    )
       bad(`data_offsets must be [begin, end] with integers 0 <= begin <= end, got ${show(offsets)}`);
     const [begin, end] = offsets as [number, number];
     const dims = shape as number[];
