@@ -77,16 +77,12 @@ export enum Ops {
   DETACH,
   // codegen: generated-code primitives, not part of tensor graphs
   BARRIER,
-  INS,
   SPECIAL,
   IF,
   ENDIF,
   WMMA,
   CUSTOM,
   ATOMICADD,
-  CUSTOMFUNCTION,
-  PROGRAM,
-  SOURCE,
 }
 
 export const OP_COUNT = Object.keys(Ops).length / 2;
@@ -158,19 +154,7 @@ export const GroupOp = {
     Ops.THREEFRY,
   ),
   Marker: set(Ops.CONTIGUOUS, Ops.CONTIGUOUSBACKWARD, Ops.DETACH),
-  Codegen: set(
-    Ops.BARRIER,
-    Ops.INS,
-    Ops.SPECIAL,
-    Ops.IF,
-    Ops.ENDIF,
-    Ops.WMMA,
-    Ops.CUSTOM,
-    Ops.ATOMICADD,
-    Ops.CUSTOMFUNCTION,
-    Ops.PROGRAM,
-    Ops.SOURCE,
-  ),
+  Codegen: set(Ops.BARRIER, Ops.SPECIAL, Ops.IF, Ops.ENDIF, Ops.WMMA, Ops.CUSTOM, Ops.ATOMICADD),
   /** Comparisons: their result is bool. */
   Comparison: set(Ops.CMPLT, Ops.CMPNE, Ops.CMPGT, Ops.CMPGE, Ops.CMPLE, Ops.CMPEQ),
   /** Binary ops whose operands can be swapped. */
@@ -285,12 +269,9 @@ export interface ArgTypes {
   [Ops.COPY]: Device;
   [Ops.RANGE]: RangeArg;
   [Ops.CAST]: DType;
-  [Ops.INS]: string;
   [Ops.SPECIAL]: string;
   [Ops.WMMA]: WmmaArg;
   [Ops.CUSTOM]: CustomArg;
-  [Ops.CUSTOMFUNCTION]: string;
-  [Ops.SOURCE]: string;
 }
 
 export type ArgOf<O extends Ops> = O extends keyof ArgTypes ? ArgTypes[O] : null;

@@ -41,20 +41,7 @@ function fail(op: Ops, msg: string): never {
 // --- dtype -------------------------------------------------------------------------------------------
 
 /** Ops that order, group or hold code: no value and no shape. */
-const STRUCTURAL = [
-  Ops.END,
-  Ops.GROUP,
-  Ops.SINK,
-  Ops.LINEAR,
-  Ops.BARRIER,
-  Ops.IF,
-  Ops.ENDIF,
-  Ops.INS,
-  Ops.ATOMICADD,
-  Ops.CUSTOMFUNCTION,
-  Ops.PROGRAM,
-  Ops.SOURCE,
-];
+const STRUCTURAL = [Ops.END, Ops.GROUP, Ops.SINK, Ops.LINEAR, Ops.BARRIER, Ops.IF, Ops.ENDIF, Ops.ATOMICADD];
 const VOID_OPS = new Set([...STRUCTURAL, Ops.STORE, Ops.TUPLE]);
 const FLOAT_ONLY = new Set([Ops.RECIP, Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.SQRT, Ops.POW, Ops.DIV]);
 

@@ -28,12 +28,9 @@ const argOps: Record<keyof ArgTypes, true> = {
   [Ops.COPY]: true,
   [Ops.RANGE]: true,
   [Ops.CAST]: true,
-  [Ops.INS]: true,
   [Ops.SPECIAL]: true,
   [Ops.WMMA]: true,
   [Ops.CUSTOM]: true,
-  [Ops.CUSTOMFUNCTION]: true,
-  [Ops.SOURCE]: true,
 };
 
 /** One graph holding every arg type, a symbolic size, ranges, a reduce, a function call and tags. */
@@ -69,7 +66,6 @@ function everyArgGraph(): UOp {
     UOp.make(Ops.COPY, [x], ['CUDA:0', 'CUDA:1']),
     UOp.make(Ops.COPY, [x], 'CUDA:1'),
     loop.mul(4).add(n),
-    UOp.make(Ops.INS, [], 'mov.u32 %r0, %r1;'),
     UOp.make(Ops.SPECIAL, [UOp.index(32)], 'lidx0'),
     UOp.make(Ops.WMMA, [wmmaIn, wmmaIn, UOp.const(dtypes.float32.vec(8), 0)], {
       name: 'WMMA_16_16_16_half_float',
@@ -79,8 +75,7 @@ function everyArgGraph(): UOp {
       device: 'CUDA',
     }),
     UOp.make(Ops.CUSTOM, [x], { fmt: '{0} + 1', dtype: dtypes.float32 }),
-    UOp.make(Ops.CUSTOMFUNCTION, [], 'hw_decode'),
-    UOp.make(Ops.SOURCE, [], 'int main() {\n  return "\\u2028\'";\n}\n'),
+    UOp.make(Ops.SPECIAL, [UOp.index(8)], 'int main() {\n  return "\\u2028\'";\n}\n'),
   );
 }
 
@@ -264,7 +259,7 @@ describe('printGraph', () => {
   });
 
   it('shortens long strings and byte arrays', () => {
-    const src = UOp.make(Ops.SOURCE, [], 'x'.repeat(500));
+    const src = UOp.make(Ops.SPECIAL, [UOp.index(8)], 'x'.repeat(500));
     expect(printGraph(src)).toMatch(/"x{79}…\(500 chars\)$/);
     const bin = UOp.make(Ops.BINARY, [], new Uint8Array(40).fill(171));
     expect(printGraph(bin)).toMatch(/<40 bytes( ab){16} …>$/);
