@@ -69,6 +69,12 @@ export class Context {
   }
 }
 
+/**
+ * Bytes a host device (CPU) aligns every buffer's start to, and generated C may assume: a cache line, enough
+ * for any vector load.
+ */
+export const HOST_BUFFER_ALIGN = 64;
+
 /** A product of numbers (1 for none). */
 export function prod(xs: readonly number[]): number {
   let p = 1;

@@ -1,5 +1,5 @@
 // tsgrad's public API in Node: browser.ts's, with the CPU device (the default where a C compiler works).
-import './runtime/node.ts';
+import './node.ts';
 
 export * from './browser.ts';
 export { type Idx, type Mnist, type MnistOptions, mnist, readIdx } from './nn/datasets.ts';

@@ -63,20 +63,9 @@ const resolveFrom = (file: string, spec: string): string =>
 /** What nn/ may import from src/: the Tensor API's own modules and other nn files. */
 const NN_MAY_IMPORT = ['src/tensor/index.ts', 'src/dtype.ts', 'src/helpers.ts'];
 const COMPILER = ['src/renderer/', 'src/codegen/'];
-// runtime/ imports the lead is moving out (issue #21): the CPU device renders its own C, and the Node entry
-// wires BEAM's disk store; each is listed until it goes, and then must leave this list
-const KNOWN_RUNTIME_EXCEPTIONS = [
-  'src/runtime/cpu.ts imports src/renderer/c.ts',
-  'src/runtime/node.ts imports src/codegen/opt/search.ts',
-];
-
-/** Every import that breaks the layering, as 'file imports target', and the known exceptions seen. */
-function layeringProblems(files: ReadonlyMap<string, string>): {
-  problems: string[];
-  known: string[];
-} {
+/** Every import that breaks the layering, as 'file imports target: why'. */
+function layeringProblems(files: ReadonlyMap<string, string>): string[] {
   const problems: string[] = [];
-  const known: string[] = [];
   for (const [file, text] of files) {
     for (const spec of importsOf(text)) {
       const target = resolveFrom(file, spec);
@@ -84,13 +73,11 @@ function layeringProblems(files: ReadonlyMap<string, string>): {
       const line = `${file} imports ${target}`;
       if (file.startsWith('src/nn/') && !target.startsWith('src/nn/') && !NN_MAY_IMPORT.includes(target))
         problems.push(`${line}: nn/ may import only ${NN_MAY_IMPORT.join(', ')} and nn files`);
-      if (file.startsWith('src/runtime/') && COMPILER.some((c) => target.startsWith(c))) {
-        if (KNOWN_RUNTIME_EXCEPTIONS.includes(line)) known.push(line);
-        else problems.push(`${line}: runtime/ may not import ${COMPILER.join(' or ')}`);
-      }
+      if (file.startsWith('src/runtime/') && COMPILER.some((c) => target.startsWith(c)))
+        problems.push(`${line}: runtime/ may not import ${COMPILER.join(' or ')}`);
     }
   }
-  return { problems, known };
+  return problems;
 }
 
 /** The groups of modules that import each other at run time (strongly connected, more than one module). */
@@ -190,26 +177,19 @@ describe('import graph', () => {
       ['src/runtime/js.ts', "import { render } from '../renderer/js.ts';"],
       ['src/tensor/t.ts', "import { e } from '../engine/realize.ts';"],
     ]);
-    expect(layeringProblems(files)).toEqual({
-      problems: [
-        'src/nn/a.ts imports src/engine/buffers.ts: nn/ may import only src/tensor/index.ts, src/dtype.ts, src/helpers.ts and nn files',
-        'src/nn/b.ts imports src/tensor/tensor.ts: nn/ may import only src/tensor/index.ts, src/dtype.ts, src/helpers.ts and nn files',
-        'src/runtime/js.ts imports src/renderer/js.ts: runtime/ may not import src/renderer/ or src/codegen/',
-      ],
-      known: ['src/runtime/cpu.ts imports src/renderer/c.ts'],
-    });
+    expect(layeringProblems(files)).toEqual([
+      'src/nn/a.ts imports src/engine/buffers.ts: nn/ may import only src/tensor/index.ts, src/dtype.ts, src/helpers.ts and nn files',
+      'src/nn/b.ts imports src/tensor/tensor.ts: nn/ may import only src/tensor/index.ts, src/dtype.ts, src/helpers.ts and nn files',
+      'src/runtime/cpu.ts imports src/renderer/c.ts: runtime/ may not import src/renderer/ or src/codegen/',
+      'src/runtime/js.ts imports src/renderer/js.ts: runtime/ may not import src/renderer/ or src/codegen/',
+    ]);
   });
 
-  it('nn/ uses only the Tensor API; runtime/ imports no renderer or codegen beyond the known exceptions', () => {
+  it('nn/ uses only the Tensor API; runtime/ imports no renderer or codegen', () => {
     const files = sources();
     expect(files.size).toBeGreaterThan(50);
-    const { problems, known } = layeringProblems(files);
+    const problems = layeringProblems(files);
     expect(problems, problems.join('\n')).toEqual([]);
-    // an exception that is gone must leave the list, so that it cannot come back unnoticed
-    const stale = KNOWN_RUNTIME_EXCEPTIONS.filter((e) => !known.includes(e));
-    expect(stale, `no longer imported, remove from KNOWN_RUNTIME_EXCEPTIONS: ${stale.join('; ')}`).toEqual(
-      [],
-    );
   });
 
   it('finds import cycles, and type-only imports make none', () => {

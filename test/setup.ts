@@ -1,2 +1,2 @@
 // Runs before every test file: tests run as Node users do, with the CPU device registered (src/index.ts does this).
-import '../src/runtime/node.ts';
+import '../src/node.ts';

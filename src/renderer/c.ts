@@ -2,6 +2,7 @@
 
 import { exp2Series } from '../codegen/decompose.ts';
 import { type DType, dtypes } from '../dtype.ts';
+import { HOST_BUFFER_ALIGN } from '../helpers.ts';
 import { Ops, opName } from '../uop/ops.ts';
 import type { UOp } from '../uop/uop.ts';
 import { type Language, maxIndex, nonNegativeDivision, render } from './render.ts';
@@ -51,9 +52,6 @@ function intLiteral(v: number | bigint | boolean, d: DType, indexType: string): 
           : '';
   return n < 0n ? `(${n}${suffix})` : `${n}${suffix}`;
 }
-
-/** Bytes the CPU device aligns every buffer's start to (src/runtime/cpu.ts allocates so). */
-export const C_BUFFER_ALIGN = 64;
 
 /** A vector's address in a buffer, marked aligned to the vector's size where it is. */
 const address = (slot: number, index: string, aligned: boolean, type: string) =>
@@ -241,7 +239,7 @@ function cLanguage(indexType: string): Language {
     loopClose: '}',
     when: (gate, statement) => `if (${gate}) ${statement}`,
     vector: {
-      alignment: C_BUFFER_ALIGN,
+      alignment: HOST_BUFFER_ALIGN,
       // memcpy: gcc makes it one vector move, aligned where the address is (assume_aligned says so)
       read: (slot, index, d, lanes, aligned) => {
         const t = vectorType(d, lanes);

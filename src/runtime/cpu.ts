@@ -4,8 +4,7 @@ import { createRequire } from 'node:module';
 import { arch, availableParallelism, cpus, platform, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { LibraryHandle } from 'koffi';
-import { ContextVar, sha256 } from '../helpers.ts';
-import { C_BUFFER_ALIGN } from '../renderer/c.ts';
+import { ContextVar, HOST_BUFFER_ALIGN, sha256 } from '../helpers.ts';
 import { HostAllocator, type HostMemory } from './allocator.ts';
 import { Backend, checkBuffers, type KernelSource, type Program, secondsSince } from './backend.ts';
 import type { DeviceBuffer } from './buffer.ts';
@@ -45,15 +44,12 @@ function hostVectors(): { count: number; bytes: number } {
 /** Threads of a THREAD loop; 0: one per core. Ignored (1) when the compiler has no OpenMP. */
 export const THREADS = new ContextVar('THREADS', 0);
 
-/** Buffers are aligned as generated C assumes (a cache line; enough for any vector load). */
-export const CPU_ALIGN = C_BUFFER_ALIGN;
-
 export class CPUBackend extends Backend {
   // loaded libraries by content key; dlopen of the same path again would return the same handle anyway
   private readonly libraries = new Map<string, LibraryHandle>();
 
   constructor(name: string) {
-    super(name, 'CPU', new HostAllocator(name, CPU_ALIGN, (bytes) => Number(koffi().address(bytes))));
+    super(name, 'CPU', new HostAllocator(name, HOST_BUFFER_ALIGN, (bytes) => Number(koffi().address(bytes))));
   }
 
   override threads(): number {

@@ -1,5 +1,4 @@
 // The devices that need Node (CPU: a C compiler, koffi, the disk cache; DISK: files), registered on import.
-import { beamStore } from '../codegen/opt/search.ts';
 import { dtypes } from '../dtype.ts';
 import { DEBUG } from '../helpers.ts';
 import { DeviceBuffer } from './buffer.ts';
@@ -7,7 +6,6 @@ import { CC } from './cc.ts';
 import { CPUBackend } from './cpu.ts';
 import { Device, registerDevice } from './device.ts';
 import { DiskBackend } from './disk.ts';
-import { readCachedText, writeCachedText } from './diskcache.ts';
 
 // the default found for each CC setting: probing compiles a kernel, so it is done once
 const detected = new Map<string, string>();
@@ -42,6 +40,3 @@ function cpuProblem(): string | undefined {
 
 registerDevice('CPU', (name) => new CPUBackend(name), detectDefault);
 registerDevice('DISK', (name) => new DiskBackend(name));
-// BEAM's results outlive the process in the disk cache, beside the kernels
-beamStore.read = (key) => readCachedText(key, '.beam.json');
-beamStore.write = (key, text) => writeCachedText(key, '.beam.json', text);

@@ -3,9 +3,9 @@ import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import { describe, expect, it } from 'vitest';
 import { dtypes } from '../../src/dtype.ts';
+import { HOST_BUFFER_ALIGN } from '../../src/helpers.ts';
 import type { HostMemory } from '../../src/runtime/allocator.ts';
 import { DeviceBuffer } from '../../src/runtime/buffer.ts';
-import { CPU_ALIGN } from '../../src/runtime/cpu.ts';
 import { Device } from '../../src/runtime/device.ts';
 import { JSBackend } from '../../src/runtime/js.ts';
 
@@ -70,12 +70,12 @@ describe('allocator', () => {
     expect([js.allocator.bytesInUse, js.allocator.bytesCached]).toEqual([0, 1000]);
   });
 
-  it(`aligns CPU buffers to ${CPU_ALIGN} bytes`, () => {
+  it(`aligns CPU buffers to ${HOST_BUFFER_ALIGN} bytes`, () => {
     const cpu = Device.get('CPU');
     for (const size of [1, 3, 64, 1000]) {
       const buf = new DeviceBuffer(cpu, size, uint8);
       const mem = buf.memory as HostMemory;
-      expect(mem.address % CPU_ALIGN).toBe(0);
+      expect(mem.address % HOST_BUFFER_ALIGN).toBe(0);
       expect(buf.view().byteOffset).toBe(mem.byteOffset);
       expect(buf.view().length).toBe(size);
     }

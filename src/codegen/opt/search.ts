@@ -15,7 +15,7 @@ export const BEAM = new ContextVar('BEAM', 0);
 /** Counts since start (for tests): searches run, results read from the cache, candidates timed, not compiled. */
 export const beamStats = { searches: 0, hits: 0, timed: 0, failed: 0 };
 
-/** Where results outlive the process: the disk cache under Node (src/runtime/node.ts sets it), none in a browser. */
+/** Where results outlive the process: the disk cache under Node (src/node.ts sets it), none in a browser. */
 export const beamStore: { read(key: string): string | undefined; write(key: string, text: string): void } = {
   read: () => undefined,
   write: () => {},
