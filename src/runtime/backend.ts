@@ -42,6 +42,11 @@ export abstract class Backend {
     return 32;
   }
 
+  /** Whether it computes (runs kernels), or only holds data (files). */
+  runsKernels(): boolean {
+    return true;
+  }
+
   /** Whether its kernels have vector types, so the optimizer may give them lanes. */
   vectorTypes(): boolean {
     return true;

@@ -138,6 +138,10 @@ export class DiskBackend extends Backend {
     super(name, 'DISK', new DiskAllocator(name));
   }
 
+  override runsKernels(): boolean {
+    return false;
+  }
+
   /** The file at `path`, opened for reading (Tensor.fromFile reaches it through the device registry). */
   open(path: string): DiskFile {
     return new DiskFile(path);

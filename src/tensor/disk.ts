@@ -1,6 +1,8 @@
 // Tensors over files (Node only): Tensor.fromFile, and moving a byte range of one to a device that computes.
+
 import { dtypes } from '../dtype.ts';
 import { copyOnFirstUse } from '../engine/buffers.ts';
+import { prod } from '../helpers.ts';
 import { Device } from '../runtime/device.ts';
 import type { DiskBackend, DiskFile } from '../runtime/disk.ts';
 import { newBuffer } from '../schedule/rangeify.ts';
@@ -35,7 +37,6 @@ interface ByteRange {
   offset: number;
 }
 
-const prod = (s: readonly number[]) => s.reduce((a, b) => a * b, 1);
 const fmt = (s: readonly number[]) => `(${s.join(', ')})`;
 
 /** The numbers of a shape vector (a STACK of index constants). */
@@ -86,7 +87,7 @@ Tensor.fromFile = (path: string): Tensor => {
 };
 
 Tensor.prototype.fromDisk = function (this: Tensor, device: string): Tensor {
-  if (Device.get(device).kind === 'DISK')
+  if (!Device.get(device).runsKernels())
     throw new Error(
       `to: cannot copy a DISK tensor onto ${device}: DISK buffers are read-only ranges of files; move it to a device that computes`,
     );
