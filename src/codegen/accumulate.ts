@@ -2,7 +2,7 @@
 // updated inside the reduce loops and read after them, ordered with AFTER and END. Reductions over the same
 // loops (the copies an UPCAST makes) update their accumulators in one loop.
 import { AddrSpace, type DType, dtypes } from '../dtype.ts';
-import { type ArgOf, Ops, type ReduceOp } from '../uop/ops.ts';
+import { Ops, type ReduceOp } from '../uop/ops.ts';
 import { graphRewrite, PatternMatcher, substitute, UPat } from '../uop/pattern.ts';
 import { UOp } from '../uop/uop.ts';
 import { rangesOf } from './scope.ts';
@@ -21,7 +21,7 @@ interface Loop {
   depth: number;
 }
 
-const axisId = (r: UOp) => (r.arg as ArgOf<Ops.RANGE>).id;
+const axisId = (r: UOp) => r.argOf(Ops.RANGE).id;
 
 interface Ctx {
   next: number;
@@ -29,7 +29,7 @@ interface Ctx {
 }
 
 function accumulate(r: UOp, ctx: Ctx): UOp {
-  const { op } = r.arg as ArgOf<Ops.REDUCE>;
+  const { op } = r.argOf(Ops.REDUCE);
   const [value, ...ranges] = r.src as [UOp, ...UOp[]];
   // a vector reduction (shape (k,)) keeps k lanes in one register
   const lanes = r.shape!.length ? Number(r.shape![0]) : 0;

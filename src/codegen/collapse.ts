@@ -3,7 +3,7 @@
 // ones) and one-hot masks cost O(1) per element instead of a loop. A reduce over an empty range is its identity
 // (its value may read memory that does not exist: a sum over a zero-size axis).
 import { dtypes } from '../dtype.ts';
-import { type ArgOf, Ops } from '../uop/ops.ts';
+import { Ops } from '../uop/ops.ts';
 import { graphRewrite, PatternMatcher, UPat } from '../uop/pattern.ts';
 import { symbolic } from '../uop/symbolic.ts';
 import { UOp } from '../uop/uop.ts';
@@ -74,7 +74,7 @@ function boundsOf(gate: UOp, r: UOp, out: Bounds): boolean {
 const isEmpty = (r: UOp) => r.src[0]!.op === Ops.CONST && Number(r.src[0]!.constValue) === 0;
 
 function collapse(red: UOp): UOp | undefined {
-  const { op } = red.arg as ArgOf<Ops.REDUCE>;
+  const { op } = red.argOf(Ops.REDUCE);
   if (red.src.slice(1).some(isEmpty)) return reduceIdentity(op, red.dtype);
   if (op !== Ops.ADD || red.src.length !== 2) return undefined;
   const [value, r] = red.src as [UOp, UOp];

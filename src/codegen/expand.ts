@@ -4,13 +4,13 @@
 // vector types one UPCAST or UNROLL range (the lane range) becomes a VCONST of its values instead of copies:
 // what depends on it becomes a vector, a value of shape (k,).
 import { dtypes } from '../dtype.ts';
-import { type ArgOf, AxisType, Ops } from '../uop/ops.ts';
+import { AxisType, Ops } from '../uop/ops.ts';
 import { graphRewrite, PatternMatcher, substitute, UPat } from '../uop/pattern.ts';
 import { symbolic } from '../uop/symbolic.ts';
 import { UOp } from '../uop/uop.ts';
 
 const expands = (r: UOp) => {
-  const { type } = r.arg as ArgOf<Ops.RANGE>;
+  const { type } = r.argOf(Ops.RANGE);
   return (type === AxisType.UPCAST || type === AxisType.UNROLL) && r.src[0]!.op === Ops.CONST;
 };
 
@@ -39,8 +39,7 @@ function copies(body: UOp, ranges: readonly UOp[], ctx: Ctx): UOp[] {
   }
   const inner = body.toposort().flatMap((u) => (u.op === Ops.END ? u.src.slice(1) : []));
   return maps.map((m, i) => {
-    if (i > 0)
-      for (const r of inner) m.set(r, UOp.range(r.src[0]!, ctx.nextId++, (r.arg as ArgOf<Ops.RANGE>).type));
+    if (i > 0) for (const r of inner) m.set(r, UOp.range(r.src[0]!, ctx.nextId++, r.argOf(Ops.RANGE).type));
     return substitute(body, m);
   });
 }
@@ -53,7 +52,7 @@ function expand(u: UOp, ctx: Ctx): UOp | undefined {
   const kept = ranges.filter((r) => !expands(r));
   const bodies = copies(body, gone, ctx);
   if (u.op === Ops.REDUCE) {
-    const { op } = u.arg as ArgOf<Ops.REDUCE>;
+    const { op } = u.argOf(Ops.REDUCE);
     const value = bodies.reduce((acc, b) => acc.alu(op, b));
     const reduced = kept.length ? u.withSrc([value, ...kept]) : value;
     if (ctx.lanes === undefined || !gone.includes(ctx.lanes)) return reduced;
@@ -83,15 +82,15 @@ export function laneRange(ast: UOp): UOp | undefined {
     ast
       .toposort()
       .flatMap((u) => (u.op === op ? u.src.slice(1) : []))
-      .filter((r) => (r.arg as ArgOf<Ops.RANGE>).type === type && expands(r))
-      .sort((a, b) => (b.arg as ArgOf<Ops.RANGE>).id - (a.arg as ArgOf<Ops.RANGE>).id)[0];
+      .filter((r) => r.argOf(Ops.RANGE).type === type && expands(r))
+      .sort((a, b) => b.argOf(Ops.RANGE).id - a.argOf(Ops.RANGE).id)[0];
   const last = closed(Ops.END, AxisType.UPCAST) ?? closed(Ops.REDUCE, AxisType.UNROLL);
   return last !== undefined && LANE_COUNTS.has(Number(last.src[0]!.constValue)) ? last : undefined;
 }
 
 /** Expands UPCAST and UNROLL ranges (lanes: the range to turn into a vector), then folds what they leave. */
 export function expandRanges(ast: UOp, lanes?: UOp): UOp {
-  const ids = ast.toposort().flatMap((u) => (u.op === Ops.RANGE ? [(u.arg as ArgOf<Ops.RANGE>).id] : []));
+  const ids = ast.toposort().flatMap((u) => (u.op === Ops.RANGE ? [u.argOf(Ops.RANGE).id] : []));
   const ctx: Ctx = { nextId: Math.max(-1, ...ids) + 1, lanes };
   const out = graphRewrite(ast, rules, { name: 'expand', ctx });
   return out === ast ? ast : graphRewrite(out, symbolic, { name: 'simplify after expand', ctx: {} });

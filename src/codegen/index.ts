@@ -1,7 +1,7 @@
 // The codegen pipeline for one kernel, as a list of named passes: kernel AST in, LINEAR program out.
 import { dtypes } from '../dtype.ts';
 import { DEBUG } from '../helpers.ts';
-import { type ArgOf, AxisType, GroupOp, Ops } from '../uop/ops.ts';
+import { AxisType, GroupOp, Ops } from '../uop/ops.ts';
 import { graphRewrite } from '../uop/pattern.ts';
 import { verifyStage } from '../uop/spec.ts';
 import { symbolic } from '../uop/symbolic.ts';
@@ -44,10 +44,10 @@ function loops(ast: UOp): UOp[] {
   return ast
     .toposort()
     .filter((u) => u.op === Ops.RANGE)
-    .sort((a, b) => (a.arg as ArgOf<Ops.RANGE>).id - (b.arg as ArgOf<Ops.RANGE>).id);
+    .sort((a, b) => a.argOf(Ops.RANGE).id - b.argOf(Ops.RANGE).id);
 }
 const sizeText = (r: UOp) => (r.src[0]!.op === Ops.CONST ? String(r.src[0]!.constValue) : 'n');
-const typeOf = (r: UOp) => (r.arg as ArgOf<Ops.RANGE>).type;
+const typeOf = (r: UOp) => r.argOf(Ops.RANGE).type;
 
 /** A kernel's name from its loops: E (elementwise) or r (reduce), then each loop's size. */
 export function kernelName(ast: UOp, colour = false): string {

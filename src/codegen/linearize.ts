@@ -1,11 +1,11 @@
 // Linearize: orders a kernel's nodes into a LINEAR program. Each END opens its RANGEs, outermost first;
 // a node is placed in the outermost loop that has all the ranges it needs (so loop-invariant work is hoisted).
-import { type ArgOf, Ops } from '../uop/ops.ts';
+import { Ops } from '../uop/ops.ts';
 import { UOp } from '../uop/uop.ts';
 import { rangesOf } from './scope.ts';
 
 /** Loops nest in the order of their axis ids (what SWAP changes). */
-const axisId = (r: UOp) => (r.arg as ArgOf<Ops.RANGE>).id;
+const axisId = (r: UOp) => r.argOf(Ops.RANGE).id;
 
 export function linearize(sink: UOp): UOp {
   const out: UOp[] = [];

@@ -4,7 +4,7 @@
 // Values C cannot compute as vectors (per-lane conditions, gathers through computed addresses) become
 // STACKs of their lanes; a kernel whose vectors still fall outside this is expanded with scalar copies.
 import { type DType, dtypes } from '../dtype.ts';
-import { type ArgOf, Ops } from '../uop/ops.ts';
+import { Ops } from '../uop/ops.ts';
 import { graphRewrite, substitute } from '../uop/pattern.ts';
 import { symbolic } from '../uop/symbolic.ts';
 import { UOp } from '../uop/uop.ts';
@@ -21,7 +21,7 @@ const VECTOR_DTYPES: ReadonlySet<DType> = new Set([
 
 export const vectorDtype = (d: DType) => VECTOR_DTYPES.has(d);
 
-const laneValues = (u: UOp) => (u.arg as ArgOf<Ops.VCONST>).values.map(Number);
+const laneValues = (u: UOp) => u.argOf(Ops.VCONST).values.map(Number);
 
 /** Lane j of an index expression as lane 0's value plus offsets[j], when it is affine in the lanes. */
 function laneOffsets(idx: UOp): number[] | undefined {

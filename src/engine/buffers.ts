@@ -2,7 +2,7 @@
 import type { StorageArray } from '../dtype.ts';
 import { HostAllocator } from '../runtime/allocator.ts';
 import { DeviceBuffer } from '../runtime/buffer.ts';
-import type { ArgOf, Ops } from '../uop/ops.ts';
+import { Ops } from '../uop/ops.ts';
 import type { UOp } from '../uop/uop.ts';
 
 const memory = new WeakMap<UOp, DeviceBuffer>();
@@ -25,7 +25,7 @@ const numel = (buf: UOp) => buf.shape!.reduce<number>((n, d) => n * (d as number
 export function deviceBuffer(buf: UOp): DeviceBuffer {
   let b = memory.get(buf);
   if (b === undefined) {
-    const a = buf.arg as ArgOf<Ops.BUFFER>;
+    const a = buf.argOf(Ops.BUFFER);
     if (released.has(buf))
       throw new Error(
         `a graph reads a buffer (${buf.shape!.join(', ')}) ${a.dtype.name} on ${a.device} that Tensor.dispose() freed; dispose a tensor only after everything computed from it is realized`,

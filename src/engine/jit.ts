@@ -4,7 +4,7 @@ import type { DType } from '../dtype.ts';
 import type { DeviceBuffer } from '../runtime/buffer.ts';
 import { Tensor } from '../tensor/index.ts';
 import { noteOverwritten } from '../tensor/origins.ts';
-import type { ArgOf, Ops } from '../uop/ops.ts';
+import { Ops } from '../uop/ops.ts';
 import type { UOp } from '../uop/uop.ts';
 import { deviceBuffer, holdBuffer, letGoOfBuffer } from './buffers.ts';
 import { type Launch, recordLaunches } from './realize.ts';
@@ -111,7 +111,7 @@ export function jit<A extends Tensor[], R extends Tensor | readonly Tensor[]>(
     for (const { program, bufs } of c.launches) program.run(bufs.map((b) => swap.get(b) ?? b));
     // autograd must not take a replay's values for those of the graphs the capture computed
     for (const b of c.written) noteOverwritten(b);
-    const outs = c.outputs.map((u) => Tensor.fromUOp(u, (u.arg as ArgOf<Ops.BUFFER>).device as string));
+    const outs = c.outputs.map((u) => Tensor.fromUOp(u, u.argOf(Ops.BUFFER).device as string));
     return (c.single ? outs[0] : outs) as unknown as R;
   }
 

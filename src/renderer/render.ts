@@ -1,7 +1,7 @@
 // The walk every source renderer shares: names for the instructions of a LINEAR program, loops, loads and
 // stores; a Language supplies the text of each construct.
 import { AddrSpace, type ConstValue, type DType, dtypes } from '../dtype.ts';
-import { type ArgOf, AxisType, GroupOp, Ops, opName } from '../uop/ops.ts';
+import { AxisType, GroupOp, Ops, opName } from '../uop/ops.ts';
 import type { UOp } from '../uop/uop.ts';
 
 export interface KernelParam {
@@ -69,7 +69,7 @@ function multipleOf(u: UOp, k: number): boolean {
   return false;
 }
 
-const vconst = (u: UOp) => (u.arg as ArgOf<Ops.VCONST>).values.map(Number);
+const vconst = (u: UOp) => u.argOf(Ops.VCONST).values.map(Number);
 
 /** Renders a LINEAR program as one kernel named `name`. */
 export function render(lang: Language, name: string, linear: UOp): string {
@@ -137,7 +137,7 @@ export function render(lang: Language, name: string, linear: UOp): string {
         continue;
       }
       case Ops.PARAM: {
-        const a = u.arg as ArgOf<Ops.PARAM>;
+        const a = u.argOf(Ops.PARAM);
         if (a.addrspace === AddrSpace.REG) continue;
         if (typeof a.slot === 'number') params.set(a.slot, { slot: a.slot, dtype: a.dtype, written: false });
         else throw new Error(`render ${lang.name}: symbolic variables are not supported yet (${a.slot})`);
@@ -154,7 +154,7 @@ export function render(lang: Language, name: string, linear: UOp): string {
           emit(lang.declare(n, u.dtype, vec().lane(ref(buf), Number(u.src[1]!.constValue)), 1));
           continue;
         }
-        const a = buf.arg as ArgOf<Ops.PARAM>;
+        const a = buf.argOf(Ops.PARAM);
         const i = u.src[1]!;
         if (a.addrspace === AddrSpace.REG) places.set(u, { kind: 'reg', acc: buf });
         // a vector address is base + VCONST(offsets) (src/codegen/vectors.ts)
@@ -203,7 +203,7 @@ export function render(lang: Language, name: string, linear: UOp): string {
         continue;
       }
       case Ops.RANGE: {
-        const { id, type } = u.arg as ArgOf<Ops.RANGE>;
+        const { id, type } = u.argOf(Ops.RANGE);
         const n = `ridx${id}`;
         names.set(u, n);
         for (const line of lang.loopOpen(n, ref(u.src[0]!), type === AxisType.THREAD).split('\n')) emit(line);

@@ -3,7 +3,7 @@
 // reduces, rangeify) over a table of buffers (the buffer table, the memory plan).
 import type { DType } from '../dtype.ts';
 import { prod } from '../helpers.ts';
-import { type ArgOf, Ops } from '../uop/ops.ts';
+import { Ops } from '../uop/ops.ts';
 import type { UOp } from '../uop/uop.ts';
 import { type Callified, callify } from './callify.ts';
 import { planMemory } from './memory.ts';
@@ -46,7 +46,7 @@ function bufferTable(body: UOp, inputs: number, device: string) {
   const table = new Map<UOp, number>();
   const created: Plan['created'] = [];
   const entry = (b: UOp): number => {
-    if (b.op === Ops.PARAM) return (b.arg as ArgOf<Ops.PARAM>).slot as number;
+    if (b.op === Ops.PARAM) return b.argOf(Ops.PARAM).slot as number;
     let i = table.get(b);
     if (i === undefined) {
       table.set(b, (i = inputs + created.length));

@@ -2,7 +2,7 @@
 // chains fuse, a reduce fuses with its inputs and with the elementwise ops that consume it, and values a
 // kernel cannot recompute cheaply (reduces seen through an expand, CONTIGUOUS) end their own kernel.
 import { AddrSpace, type DType, dtypes } from '../dtype.ts';
-import { type ArgOf, AxisType, GroupOp, Ops, opName } from '../uop/ops.ts';
+import { AxisType, GroupOp, Ops, opName } from '../uop/ops.ts';
 import { graphRewrite, PatternMatcher, UPat } from '../uop/pattern.ts';
 import type { sint } from '../uop/shape.ts';
 import { UOp } from '../uop/uop.ts';
@@ -169,7 +169,7 @@ const INDEX_MAPS: Partial<Record<Ops, (u: UOp, idx: readonly UOp[]) => UOp[]>> =
   [Ops.RESHAPE]: (u, idx) => unflatten(linearIndex(idx, u.shape!), u.src[0]!.shape!),
   [Ops.PERMUTE]: (u, idx) => {
     const inner = new Array<UOp>(idx.length);
-    (u.arg as ArgOf<Ops.PERMUTE>).forEach((a, k) => {
+    u.argOf(Ops.PERMUTE).forEach((a, k) => {
       inner[a] = idx[k]!;
     });
     return inner;
@@ -177,7 +177,7 @@ const INDEX_MAPS: Partial<Record<Ops, (u: UOp, idx: readonly UOp[]) => UOp[]>> =
   [Ops.EXPAND]: (u, idx) => idx.map((i, k) => (u.src[0]!.shape![k] === 1 ? UOp.const(dtypes.index, 0) : i)),
   [Ops.SHRINK]: (u, idx) => idx.map((i, k) => i.add(UOp.index(u.src[1]!.sizes[k]!))),
   [Ops.FLIP]: (u, idx) =>
-    idx.map((i, k) => ((u.arg as ArgOf<Ops.FLIP>)[k] ? UOp.index(u.shape![k]!).sub(1).sub(i) : i)),
+    idx.map((i, k) => (u.argOf(Ops.FLIP)[k] ? UOp.index(u.shape![k]!).sub(1).sub(i) : i)),
 };
 
 /** Builds the kernels of one realized value. */
@@ -197,7 +197,7 @@ class KernelBuilder {
   param(buf: UOp): UOp {
     let p = this.params.get(buf);
     if (p === undefined) {
-      const a = buf.arg as ArgOf<Ops.BUFFER | Ops.PARAM>;
+      const a = buf.argOf(Ops.BUFFER, Ops.PARAM);
       const size = buf.shape!.reduce<sint>(
         (n, d) => (typeof n === 'number' && typeof d === 'number' ? n * d : UOp.index(n).mul(UOp.index(d))),
         1,
@@ -250,7 +250,7 @@ class KernelBuilder {
       return inside.where(at(u.src[0]!, shifted, valid.and(inside)), u.constLike(0));
     }
     if (u.op === Ops.REDUCE) {
-      const { op, axes } = u.arg as ArgOf<Ops.REDUCE>;
+      const { op, axes } = u.argOf(Ops.REDUCE);
       const shape = u.src[0]!.shape!;
       const loops = axes.map((a) => this.range(shape[a]!, AxisType.REDUCE));
       const inner = idx.map((i, k) => {

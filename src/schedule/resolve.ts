@@ -1,7 +1,7 @@
 // Function resolution: each GETTUPLE of a FUNCTION becomes that element of the body with PARAM k replaced by
 // the call's argument k, so scheduling and autograd see plain tensor graphs (the spec's resolution of @function);
 // a CALL (a compiled fn) is instead lowered by realize to the buffers of its separately realized results.
-import { type ArgOf, Ops } from '../uop/ops.ts';
+import { Ops } from '../uop/ops.ts';
 import { graphRewrite, PatternMatcher, substitute, UPat } from '../uop/pattern.ts';
 import { UOp } from '../uop/uop.ts';
 
@@ -10,7 +10,7 @@ export function bindBody(call: UOp, args: readonly UOp[] = call.src.slice(1)): U
   const body = call.src[0]!;
   const bound = new Map<UOp, UOp>();
   for (const u of body.toposort()) {
-    const slot = u.op === Ops.PARAM ? (u.arg as ArgOf<Ops.PARAM>).slot : undefined;
+    const slot = u.op === Ops.PARAM ? u.argOf(Ops.PARAM).slot : undefined;
     // a string slot names a symbolic variable, which is no parameter of the function
     if (typeof slot === 'number') bound.set(u, args[slot]!);
   }

@@ -1,7 +1,7 @@
 // Split reduces: a big sum into a few results runs in two steps (as tinygrad's split_reduceop). A single
 // result has no loop for threads to share and no lanes for vectors; the first step has both.
 import { prod } from '../helpers.ts';
-import { type ArgOf, Ops } from '../uop/ops.ts';
+import { Ops } from '../uop/ops.ts';
 import { graphRewrite, PatternMatcher, UPat } from '../uop/pattern.ts';
 import type { UOp } from '../uop/uop.ts';
 
@@ -19,7 +19,7 @@ const SPLIT_LANES = 16;
  * evenly among tied maxima, and in two steps it would share per step.
  */
 function splitReduce(r: UOp): UOp | undefined {
-  const { op, axes } = r.arg as ArgOf<Ops.REDUCE>;
+  const { op, axes } = r.argOf(Ops.REDUCE);
   const x = r.src[0]!;
   const shape = x.shape as number[];
   if (op !== Ops.ADD || r.src.length !== 1 || !shape.every((d) => typeof d === 'number')) return undefined;

@@ -1,6 +1,6 @@
 // Autograd on UOps: a table of derivative rules, one per primitive, and the reverse walk that applies them.
 import { resolveFunctions } from '../schedule/resolve.ts';
-import { type ArgOf, Ops, opName, type ReduceOp } from '../uop/ops.ts';
+import { Ops, opName, type ReduceOp } from '../uop/ops.ts';
 import { fmtShape, type Shape } from '../uop/shape.ts';
 import { UOp } from '../uop/uop.ts';
 
@@ -59,13 +59,13 @@ const RULES: Partial<Record<Ops, Rule | null>> = {
   [Ops.WHERE]: (g, u) => [undefined, u.src[0]!.where(g, 0), u.src[0]!.where(0, g)],
   [Ops.CAST]: (g, u) => [g.cast(u.src[0]!.dtype)],
   [Ops.REDUCE]: (g, u) => {
-    const { op, axes } = u.arg as ArgOf<Ops.REDUCE>;
+    const { op, axes } = u.argOf(Ops.REDUCE);
     return [REDUCE_RULES[op](g, u, u.src[0]!, axes)];
   },
   [Ops.RESHAPE]: (g, u) => [g.reshape(u.src[0]!.shape!)],
   [Ops.PERMUTE]: (g, u) => {
     const inverse: number[] = [];
-    (u.arg as ArgOf<Ops.PERMUTE>).forEach((a, i) => {
+    u.argOf(Ops.PERMUTE).forEach((a, i) => {
       inverse[a] = i;
     });
     return [g.permute(inverse)];
@@ -73,7 +73,7 @@ const RULES: Partial<Record<Ops, Rule | null>> = {
   [Ops.EXPAND]: (g, u) => [sumTo(g, u.src[0]!.shape!)],
   [Ops.PAD]: (g, u) => [g.shrink(u.src[1]!.sizes, u.src[0]!.shape!)],
   [Ops.SHRINK]: (g, u) => [g.pad(u.src[1]!.sizes, u.src[0]!.shape!)],
-  [Ops.FLIP]: (g, u) => [g.flip(u.arg as ArgOf<Ops.FLIP>)],
+  [Ops.FLIP]: (g, u) => [g.flip(u.argOf(Ops.FLIP))],
   [Ops.CONTIGUOUS]: (g) => [g],
   [Ops.CONTIGUOUSBACKWARD]: (g) => [UOp.make(Ops.CONTIGUOUS, [g])],
   [Ops.DETACH]: null,

@@ -1,5 +1,5 @@
 // The shard axis of multi-device values: which axis is split across the devices of a device tuple.
-import { type ArgOf, type Device, GroupOp, Ops } from './ops.ts';
+import { type Device, GroupOp, Ops } from './ops.ts';
 import type { UOp } from './uop.ts';
 
 const isTuple = (d: Device | null | undefined): d is readonly string[] => Array.isArray(d);
@@ -13,7 +13,7 @@ export function axisOf(u: UOp): number | null {
       return isTuple(u.device) ? 0 : null;
     case Ops.LOAD:
       // a LOAD that names no device is a contiguous copy in place (the spec's CONTIGUOUS): it keeps the axis
-      if ((u.arg as ArgOf<Ops.LOAD>)?.device === undefined) return a0;
+      if (u.argOf(Ops.LOAD)?.device === undefined) return a0;
       return isTuple(u.device) ? 0 : null;
     case Ops.COPY:
       // moving onto a device tuple shards along axis 0; onto one device gathers
@@ -23,7 +23,7 @@ export function axisOf(u: UOp): number | null {
     case Ops.RESHAPE:
       return a0 === null ? null : reshapeAxis(u, a0);
     case Ops.REDUCE:
-      return a0 !== null && (u.arg as ArgOf<Ops.REDUCE>).axes.includes(a0) ? null : a0;
+      return a0 !== null && u.argOf(Ops.REDUCE).axes.includes(a0) ? null : a0;
     case Ops.REPLICATED:
       return a0 !== null && (u.arg as readonly number[]).includes(a0) ? null : a0;
     case Ops.STACK:

@@ -1,6 +1,6 @@
 // Interval analysis: the [vmin, vmax] of a node from its sources' intervals (read from their _range).
 import { type DType, dtypes, truncate } from '../dtype.ts';
-import { type ArgOf, GroupOp, Ops } from './ops.ts';
+import { GroupOp, Ops } from './ops.ts';
 import type { UOp } from './uop.ts';
 
 type Interval = readonly [number, number];
@@ -33,11 +33,11 @@ export function intervalOf(u: UOp): Interval {
   const s = u.src;
   switch (u.op) {
     case Ops.CONST: {
-      const v = num((u.arg as ArgOf<Ops.CONST>).value);
+      const v = num(u.argOf(Ops.CONST).value);
       return [v, v];
     }
     case Ops.VCONST: {
-      const vs = (u.arg as ArgOf<Ops.VCONST>).values.map(num);
+      const vs = u.argOf(Ops.VCONST).values.map(num);
       return [Math.min(...vs), Math.max(...vs)];
     }
     case Ops.PARAM:

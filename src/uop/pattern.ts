@@ -1,7 +1,7 @@
 // Pattern rewriting: UPat (patterns over UOps), PatternMatcher (rule tables), graphRewrite (fixed point).
 import type { ConstValue, DType } from '../dtype.ts';
 import { DEBUG } from '../helpers.ts';
-import { type ArgOf, GroupOp, OP_COUNT, Ops, opName } from './ops.ts';
+import { GroupOp, OP_COUNT, Ops, opName } from './ops.ts';
 import type { UOp } from './uop.ts';
 
 /** Named captures of a match: `({ x, c }) => ...`. */
@@ -104,7 +104,7 @@ export class UPat {
       op: Ops.CONST,
       dtype,
       name,
-      where: (u) => sameValue((u.arg as ArgOf<Ops.CONST>).value, value),
+      where: (u) => sameValue(u.argOf(Ops.CONST).value, value),
     });
   }
   static op(op: Ops | readonly Ops[], src?: readonly UPat[] | UPat, name?: string): UPat {

@@ -1,6 +1,6 @@
 // Printing UOp graphs: an aligned one-line-per-node listing, and TypeScript code that rebuilds a graph.
 import { AddrSpace, DType, dtypes, PtrDType } from '../dtype.ts';
-import { type ArgOf, AxisType, Ops, opName } from './ops.ts';
+import { AxisType, Ops, opName } from './ops.ts';
 import { fmtDim, type Shape } from './shape.ts';
 import { UOp } from './uop.ts';
 
@@ -94,7 +94,7 @@ const listingStyle: ValueStyle = {
 /** A CONST shows its value only: the dtype has its own column. */
 function argText(u: UOp): string {
   if (u.arg === null) return '';
-  if (u.op === Ops.CONST) return renderValue((u.arg as ArgOf<Ops.CONST>).value, listingStyle);
+  if (u.op === Ops.CONST) return renderValue(u.argOf(Ops.CONST).value, listingStyle);
   return renderValue(u.arg, listingStyle);
 }
 
@@ -207,7 +207,7 @@ interface Friendly {
 
 function constForm(u: UOp): Friendly | undefined {
   if (u.op !== Ops.CONST) return undefined;
-  const { value, dtype } = u.arg as ArgOf<Ops.CONST>;
+  const { value, dtype } = u.argOf(Ops.CONST);
   return {
     code: `UOp.const(${dtypeCode(dtype)}, ${valueCode(value)})`,
     build: () => UOp.const(dtype, value),
@@ -216,7 +216,7 @@ function constForm(u: UOp): Friendly | undefined {
 
 function variableForm(u: UOp): Friendly | undefined {
   if (u.op !== Ops.PARAM || u.src.length !== 3) return undefined;
-  const { slot, dtype } = u.arg as ArgOf<Ops.PARAM>;
+  const { slot, dtype } = u.argOf(Ops.PARAM);
   const [, lo, hi] = u.src as [UOp, UOp, UOp];
   if (typeof slot !== 'string' || lo.op !== Ops.CONST || hi.op !== Ops.CONST) return undefined;
   const [min, max] = [lo.constValue, hi.constValue];

@@ -20,7 +20,7 @@ const INFIX: Partial<Record<Ops, string>> = {
 /** A size as text: a number, a variable's name, or a short infix expression of them. */
 export function fmtDim(d: sint, depth = 4): string {
   if (typeof d === 'number') return String(d);
-  if (d.op === Ops.PARAM) return String((d.arg as ArgOf<Ops.PARAM>).slot);
+  if (d.op === Ops.PARAM) return String(d.argOf(Ops.PARAM).slot);
   if (d.op === Ops.CONST) return String(d.constValue);
   if (depth === 0) return '…';
   const args = d.src.map((x) => fmtDim(x, depth - 1));
@@ -240,7 +240,7 @@ function calledShape(call: UOp, shape: Shape | null): Shape | null {
 function substituteParams(size: UOp, args: readonly UOp[]): sint {
   const out = new Map<UOp, UOp>();
   for (const u of size.toposort()) {
-    const slot = u.op === Ops.PARAM ? (u.arg as ArgOf<Ops.PARAM>).slot : undefined;
+    const slot = u.op === Ops.PARAM ? u.argOf(Ops.PARAM).slot : undefined;
     const a = typeof slot === 'number' ? args[slot] : undefined;
     const src = u.src.map((x) => out.get(x)!);
     const folded =
@@ -321,7 +321,7 @@ function symbolicProduct(s: Shape): [number, string] {
   while (stack.length) {
     const d = stack.pop()!;
     if (typeof d === 'number') n *= d;
-    else if (d.op === Ops.CONST) n *= Number((d.arg as ArgOf<Ops.CONST>).value);
+    else if (d.op === Ops.CONST) n *= Number(d.argOf(Ops.CONST).value);
     else if (d.op === Ops.MUL) stack.push(...d.src);
     else ids.push(d.id);
   }

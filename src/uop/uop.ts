@@ -86,6 +86,15 @@ export class UOp {
     return this.op === op;
   }
 
+  /** The arg, typed for `op` (or `or`); a node of another op throws, where a cast would read the wrong arg. */
+  argOf<O extends Ops>(op: O, or?: O): ArgOf<O> {
+    if (this.op !== op && this.op !== or)
+      throw new Error(
+        `${opName(this.op)} node read as ${opName(op)}${or === undefined ? '' : ` or ${opName(or)}`}`,
+      );
+    return this.arg as ArgOf<O>;
+  }
+
   replace(changes: { op?: Ops; src?: readonly UOp[]; arg?: Arg; tag?: Tag }): UOp {
     return UOp.make(
       changes.op ?? this.op,
@@ -182,7 +191,7 @@ export class UOp {
   /** A CONST's value. */
   get constValue(): ConstValue {
     if (this.op !== Ops.CONST) throw new Error(`constValue of a ${opName(this.op)}; only CONST has one`);
-    return (this.arg as ArgOf<Ops.CONST>).value;
+    return this.argOf(Ops.CONST).value;
   }
 
   /** Every node this one depends on, itself last, sources before users (no recursion). */
@@ -415,13 +424,13 @@ export function argKey(op: Ops, arg: Arg): string {
 function deviceOf(u: UOp): Device | null {
   switch (u.op) {
     case Ops.BUFFER:
-      return (u.arg as ArgOf<Ops.BUFFER>).device;
+      return u.argOf(Ops.BUFFER).device;
     case Ops.PARAM:
-      return (u.arg as ArgOf<Ops.PARAM>).device ?? null;
+      return u.argOf(Ops.PARAM).device ?? null;
     case Ops.COPY:
       return u.arg as Device;
     case Ops.LOAD:
-      return (u.arg as ArgOf<Ops.LOAD>)?.device ?? u.src[0]!._device!;
+      return u.argOf(Ops.LOAD)?.device ?? u.src[0]!._device!;
     case Ops.CONST:
     case Ops.VCONST:
     case Ops.RANGE:
@@ -445,11 +454,11 @@ function deviceOf(u: UOp): Device | null {
 function addrspaceOf(u: UOp): AddrSpace | null {
   switch (u.op) {
     case Ops.BUFFER:
-      return (u.arg as ArgOf<Ops.BUFFER>).addrspace;
+      return u.argOf(Ops.BUFFER).addrspace;
     case Ops.PARAM:
-      return (u.arg as ArgOf<Ops.PARAM>).addrspace ?? AddrSpace.GLOBAL;
+      return u.argOf(Ops.PARAM).addrspace ?? AddrSpace.GLOBAL;
     case Ops.LOAD:
-      return (u.arg as ArgOf<Ops.LOAD>)?.addrspace ?? AddrSpace.GLOBAL;
+      return u.argOf(Ops.LOAD)?.addrspace ?? AddrSpace.GLOBAL;
     case Ops.BUFFERVIEW:
     case Ops.INDEX:
     case Ops.AFTER:
@@ -461,7 +470,7 @@ function addrspaceOf(u: UOp): AddrSpace | null {
 }
 
 function sizesOf(u: UOp): readonly sint[] {
-  if (u.op === Ops.VCONST) return (u.arg as ArgOf<Ops.VCONST>).values.map(Number);
+  if (u.op === Ops.VCONST) return u.argOf(Ops.VCONST).values.map(Number);
   if (u.op !== Ops.STACK)
     throw new Error(`a shape operand must be a STACK or VCONST of index values, got ${opName(u.op)}`);
   return u.src.map((s) => (s.op === Ops.CONST ? Number(s.constValue) : s));

@@ -1,12 +1,12 @@
 // A kernel's axes (its RANGEs in id order) and the rewrites of them that opts are made of: split one in two,
 // pad one to a multiple, swap two. Legality is checked by the caller (opts.ts); these only rewrite.
-import { type ArgOf, type AxisType, Ops } from '../../uop/ops.ts';
+import { type AxisType, Ops } from '../../uop/ops.ts';
 import { substitute } from '../../uop/pattern.ts';
 import { UOp } from '../../uop/uop.ts';
 import { reduceIdentity } from '../accumulate.ts';
 import { rangesOf } from '../scope.ts';
 
-export const rangeArg = (r: UOp) => r.arg as ArgOf<Ops.RANGE>;
+export const rangeArg = (r: UOp) => r.argOf(Ops.RANGE);
 
 /** The number of iterations of a range with a constant bound; undefined for a symbolic one. */
 export const constSize = (r: UOp): number | undefined =>
@@ -85,7 +85,7 @@ export function padAxis(ast: UOp, axis: number, multiple: number): UOp {
       src = [src[0]!, src[1] ?? u.constLike(0), gated(src[2])];
     else if (u.op === Ops.STORE && rangesOf(u).has(padded)) src = [src[0]!, src[1]!, gated(src[2])];
     else if (u.op === Ops.REDUCE && u.src.indexOf(padded) > 0) {
-      const { op } = u.arg as ArgOf<Ops.REDUCE>;
+      const { op } = u.argOf(Ops.REDUCE);
       src = [valid.where(src[0]!, reduceIdentity(op, u.dtype)), ...src.slice(1)];
     }
     out.set(u, src.every((s, i) => s === u.src[i]) ? u : u.withSrc(src));

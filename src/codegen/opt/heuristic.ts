@@ -1,7 +1,7 @@
 // Hand-coded optimizations: the opts a kernel gets when none are given (NOOPT=1 turns them off).
 import { dtypes } from '../../dtype.ts';
 import { ContextVar } from '../../helpers.ts';
-import { ALU, type ArgOf, AxisType, Ops } from '../../uop/ops.ts';
+import { ALU, AxisType, Ops } from '../../uop/ops.ts';
 import type { UOp } from '../../uop/uop.ts';
 import { contiguousLanes, stride, vectorDtype } from '../vectors.ts';
 import { constSize, kernelRanges, rangeArg } from './axes.ts';
@@ -48,7 +48,7 @@ const laneCounts = (target: Target, itemsize: number) =>
   [16, 8, 4].filter((f) => f * itemsize <= target.vectorBytes);
 
 const isLoop = (r: UOp) => {
-  const { type } = r.arg as ArgOf<Ops.RANGE>;
+  const { type } = r.argOf(Ops.RANGE);
   return type === AxisType.LOOP || type === AxisType.GLOBAL;
 };
 
@@ -56,7 +56,7 @@ const isLoop = (r: UOp) => {
 function productLoads(ast: UOp): [UOp, UOp] | undefined {
   const loadOf = (u: UOp) => (u.op === Ops.CAST ? u.src[0]! : u);
   for (const r of ast.toposort()) {
-    if (r.op !== Ops.REDUCE || (r.arg as ArgOf<Ops.REDUCE>).op !== Ops.ADD) continue;
+    if (r.op !== Ops.REDUCE || r.argOf(Ops.REDUCE).op !== Ops.ADD) continue;
     for (const m of r.src[0]!.toposort()) {
       const [a, b] = m.src.map(loadOf);
       if (m.op === Ops.MUL && a?.op === Ops.LOAD && b?.op === Ops.LOAD) return [a, b];
@@ -272,7 +272,7 @@ function unrolls(ast: UOp): Opt[] {
     const n = r.src[0]!.op === Ops.CONST ? Number(r.src[0]!.constValue) : 0;
     if (
       candidates.has(r) &&
-      (r.arg as ArgOf<Ops.RANGE>).type === AxisType.REDUCE &&
+      r.argOf(Ops.RANGE).type === AxisType.REDUCE &&
       n >= UNROLL_FROM &&
       n % UNROLL_BY === 0
     )

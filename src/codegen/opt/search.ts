@@ -3,7 +3,7 @@ import { allocStorage, type DType, writeElement } from '../../dtype.ts';
 import { ContextVar, DEBUG, sha256 } from '../../helpers.ts';
 import type { Backend, Program } from '../../runtime/backend.ts';
 import { DeviceBuffer } from '../../runtime/buffer.ts';
-import { type ArgOf, AxisType, Ops } from '../../uop/ops.ts';
+import { AxisType, Ops } from '../../uop/ops.ts';
 import type { UOp } from '../../uop/uop.ts';
 import { kernelName, type LowerOptions, lowerKernel } from '../index.ts';
 import { kernelRanges } from './axes.ts';
@@ -66,7 +66,7 @@ type Lowered = Omit<Candidate, 'seconds' | 'program'>;
 /** The PARAMs' buffers, COPIES times, inputs random; undefined when random data cannot time the kernel. */
 function benchBuffers(ast: UOp, backend: Backend): DeviceBuffer[][] | undefined {
   const nodes = ast.toposort();
-  const params = nodes.filter((u) => u.op === Ops.PARAM).map((u) => ({ ...(u.arg as ArgOf<Ops.PARAM>), u }));
+  const params = nodes.filter((u) => u.op === Ops.PARAM).map((u) => ({ ...u.argOf(Ops.PARAM), u }));
   params.sort((a, b) => Number(a.slot) - Number(b.slot));
   const sizes = params.map((p) => p.u.src[0]!.sizes[0]);
   // symbolic sizes or variables need values the search does not have

@@ -1,6 +1,6 @@
 // What every stage's spec rules share: the rule type, node descriptions, and checks on sources and args.
 import { AddrSpace, type ConstValue, DType, dtypes, truncate } from '../../dtype.ts';
-import { type ArgOf, type Device, GroupOp, Ops, opName } from '../ops.ts';
+import { type Device, GroupOp, Ops, opName } from '../ops.ts';
 import { UPat } from '../pattern.ts';
 import { fmtDim, fmtShape } from '../shape.ts';
 import { argKey, type UOp } from '../uop.ts';
@@ -60,8 +60,7 @@ export function describe(u: UOp): string {
 
 // --- what kind of node a source is -------------------------------------------------------------------
 
-export const isVariable = (u: UOp) =>
-  u.op === Ops.PARAM && typeof (u.arg as ArgOf<Ops.PARAM>).slot === 'string';
+export const isVariable = (u: UOp) => u.op === Ops.PARAM && typeof u.argOf(Ops.PARAM).slot === 'string';
 /** Memory: a BUFFER, a buffer view, or a PARAM standing for a buffer (not a symbolic variable). */
 export const isStorage = (u: UOp) =>
   u.op === Ops.BUFFER || u.op === Ops.BUFFERVIEW || (u.op === Ops.PARAM && !isVariable(u));
@@ -180,7 +179,7 @@ export const shapeOperands = (...is: number[]) => all(...is.map(shapeOperand));
 const storageArg =
   (addrspaces: readonly AddrSpace[]): SpecCheck =>
   (u) => {
-    const a = u.arg as ArgOf<Ops.BUFFER> | ArgOf<Ops.PARAM>;
+    const a = u.argOf(Ops.BUFFER, Ops.PARAM);
     const param = u.op === Ops.PARAM;
     if (!isCount(a.slot))
       return param
@@ -194,7 +193,7 @@ const storageArg =
   };
 
 function variable(u: UOp): Problem {
-  const a = u.arg as ArgOf<Ops.PARAM>;
+  const a = u.argOf(Ops.PARAM);
   const [shape, lo, hi] = u.src as [UOp, UOp, UOp];
   if (typeof a.slot !== 'string' || a.slot === '')
     return `a PARAM with (shape, min, max) is a symbolic variable, named by a non-empty string slot; got slot ${JSON.stringify(a.slot)}`;
@@ -213,14 +212,14 @@ function variable(u: UOp): Problem {
 }
 
 function constant(u: UOp): Problem {
-  const { value, dtype } = u.arg as ArgOf<Ops.CONST>;
+  const { value, dtype } = u.argOf(Ops.CONST);
   return (
     scalarDType(dtype, 'a CONST (a scalar; build vectors with STACK) dtype') ?? constValues(dtype, [value])
   );
 }
 
 function vectorConstant(u: UOp): Problem {
-  const { values, dtype } = u.arg as ArgOf<Ops.VCONST>;
+  const { values, dtype } = u.argOf(Ops.VCONST);
   if (!Array.isArray(values) || values.length === 0)
     return 'a VCONST holds one or more values (the empty vector is STACK())';
   return scalarDType(dtype, 'the element dtype') ?? constValues(dtype, values);
@@ -264,7 +263,7 @@ const notBool = (u: UOp): Problem =>
 
 const REDUCE_OPS: readonly Ops[] = [Ops.ADD, Ops.MAX, Ops.MUL];
 export function reduceOp(u: UOp): Problem {
-  const op = (u.arg as ArgOf<Ops.REDUCE>).op;
+  const op = u.argOf(Ops.REDUCE).op;
   if (!REDUCE_OPS.includes(op))
     return `a REDUCE reduces with ${REDUCE_OPS.map(opName).join(', ')}, got ${Ops[op] ?? String(op)}`;
 }

@@ -1,6 +1,6 @@
 // Spec rules of a kernel after rangeify: scalar values over RANGEs, buffers read and written through INDEX.
 import { AddrSpace, DType, dtypes } from '../../dtype.ts';
-import { type ArgOf, AxisType, Ops, opName } from '../ops.ts';
+import { AxisType, Ops, opName } from '../ops.ts';
 import { fmtShape } from '../shape.ts';
 import type { UOp } from '../uop.ts';
 import {
@@ -82,7 +82,7 @@ function load(u: UOp): Problem {
   }
   return (
     gateProblem(gate) ??
-    ((u.arg as ArgOf<Ops.LOAD>)?.device === undefined
+    (u.argOf(Ops.LOAD)?.device === undefined
       ? undefined
       : 'a kernel LOAD cannot change device; devices change between kernels (COPY)')
   );
@@ -105,7 +105,7 @@ function sameDTypeAsBuffer(u: UOp): Problem {
 
 const AXIS_TYPES: readonly string[] = Object.values(AxisType);
 function range(u: UOp): Problem {
-  const { id, type } = u.arg as ArgOf<Ops.RANGE>;
+  const { id, type } = u.argOf(Ops.RANGE);
   if (!isCount(id)) return `the range id must be a non-negative integer, got ${JSON.stringify(id)}`;
   if (!AXIS_TYPES.includes(type)) return `the axis type must be one of ${AXIS_TYPES.join(', ')}, got ${type}`;
   return indexScalar(u.src[0]!, 'the bound');
@@ -122,11 +122,11 @@ function distinctRanges(u: UOp): Problem {
 
 const REDUCE_AXES: readonly AxisType[] = [AxisType.REDUCE, AxisType.GROUP_REDUCE, AxisType.UNROLL];
 function reduceRanges(u: UOp): Problem {
-  if ((u.arg as ArgOf<Ops.REDUCE>).axes.length !== 0)
+  if (u.argOf(Ops.REDUCE).axes.length !== 0)
     return 'a kernel REDUCE reduces over its RANGE sources; its axes must be empty';
-  const loop = u.src.slice(1).find((r) => !REDUCE_AXES.includes((r.arg as ArgOf<Ops.RANGE>).type));
+  const loop = u.src.slice(1).find((r) => !REDUCE_AXES.includes(r.argOf(Ops.RANGE).type));
   if (loop !== undefined)
-    return `${ref(loop)} is a ${(loop.arg as ArgOf<Ops.RANGE>).type} range; a REDUCE runs over ${REDUCE_AXES.join(', ')} ranges`;
+    return `${ref(loop)} is a ${loop.argOf(Ops.RANGE).type} range; a REDUCE runs over ${REDUCE_AXES.join(', ')} ranges`;
 }
 
 function special(u: UOp): Problem {
@@ -136,7 +136,7 @@ function special(u: UOp): Problem {
 }
 
 function wmma(u: UOp): Problem {
-  const { name, dims, dtypeIn, dtypeOut } = u.arg as ArgOf<Ops.WMMA>;
+  const { name, dims, dtypeIn, dtypeOut } = u.argOf(Ops.WMMA);
   const [a, b, acc] = u.src as [UOp, UOp, UOp];
   if (typeof name !== 'string' || name === '') return 'a WMMA names its tensor core config';
   if (!Array.isArray(dims) || dims.length !== 3 || !dims.every((d) => isCount(d) && d > 0))
@@ -147,7 +147,7 @@ function wmma(u: UOp): Problem {
 }
 
 function custom(u: UOp): Problem {
-  const { fmt, dtype } = u.arg as ArgOf<Ops.CUSTOM>;
+  const { fmt, dtype } = u.argOf(Ops.CUSTOM);
   if (typeof fmt !== 'string' || fmt === '') return 'a CUSTOM holds its code as a non-empty fmt string';
   if (!(dtype instanceof DType)) return `the dtype must be a DType, got ${String(dtype)}`;
 }

@@ -1,6 +1,6 @@
 // Spec rules of the tensor graph a front end builds: shaped values on devices, movement ops, functions, assigns.
 import { AddrSpace } from '../../dtype.ts';
-import { type ArgOf, type Device, GroupOp, Ops, opName } from '../ops.ts';
+import { type Device, GroupOp, Ops, opName } from '../ops.ts';
 import { UPat } from '../pattern.ts';
 import { fmtDim, fmtShape, type Shape, shapesEqual, type sint } from '../shape.ts';
 import type { UOp } from '../uop.ts';
@@ -46,7 +46,7 @@ function sameDevices(devices: readonly (Device | null)[]): boolean {
 
 function bufferView(u: UOp): Problem {
   const src = u.src[0]!;
-  const { size, dtype, offset } = u.arg as ArgOf<Ops.BUFFERVIEW>;
+  const { size, dtype, offset } = u.argOf(Ops.BUFFERVIEW);
   if (!isStorage(src)) return `a BUFFERVIEW views a BUFFER, PARAM or BUFFERVIEW, got ${ref(src)}`;
   if (!isCount(size) || !isCount(offset))
     return `size and offset must be non-negative integers, got size ${size} and offset ${offset}`;
@@ -118,7 +118,7 @@ function functionCall(u: UOp): Problem {
   if (buffers.length > 0)
     return `the body uses ${refs(buffers)}; a function body holds only PARAMs: pass buffers as arguments`;
   return first(params, (param) => {
-    const slot = (param.arg as ArgOf<Ops.PARAM>).slot as number;
+    const slot = param.argOf(Ops.PARAM).slot as number;
     const arg = args[slot];
     if (arg === undefined)
       return `the body uses PARAM ${slot}, but ${opName(u.op)} passes ${args.length} argument${args.length === 1 ? '' : 's'}`;
@@ -130,7 +130,7 @@ function functionCall(u: UOp): Problem {
 }
 
 function loadArg(u: UOp): Problem {
-  const a = u.arg as ArgOf<Ops.LOAD>;
+  const a = u.argOf(Ops.LOAD);
   return (
     (a?.device === undefined ? undefined : deviceArg(a.device, 'the target device')) ??
     (a?.addrspace === undefined ? undefined : addrspaceArg(a.addrspace, [AddrSpace.GLOBAL]))
