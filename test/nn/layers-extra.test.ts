@@ -1,5 +1,5 @@
 // Conv1d, ConvTranspose1d, N-d Conv2d kernels, InstanceNorm, LayerNorm2d and LSTMCell against plain-JS references on JS and CPU, with gradients.
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { dtypes } from '../../src/dtype.ts';
 import {
   assign,
@@ -12,8 +12,8 @@ import {
   LayerNorm2d,
   LSTMCell,
 } from '../../src/nn/index.ts';
-import { Device } from '../../src/runtime/device.ts';
 import { Tensor } from '../../src/tensor/index.ts';
+import { useDefaultDevice } from '../default-device.ts';
 import { close, data, numel, ravel, unravel, values } from '../tensor/reference.ts';
 
 /** A seeded float32 input of a shape, as a tensor and as plain numbers. */
@@ -166,14 +166,7 @@ function gradCheck(shape: number[], f: (x: Tensor) => Tensor): void {
 
 // CPU kernels compile with gcc on first use; the cache makes later runs fast
 describe.each(['JS', 'CPU'])('on %s', (device) => {
-  let previous: string;
-  beforeAll(() => {
-    previous = Device.default;
-    Device.default = device;
-  });
-  afterAll(() => {
-    Device.default = previous;
-  });
+  useDefaultDevice(device);
 
   describe('convolutions with a kernel of any rank', () => {
     it.each([
@@ -376,14 +369,7 @@ describe.each(['JS', 'CPU'])('on %s', (device) => {
 });
 
 describe('gradients against central differences (float64)', () => {
-  let previous: string;
-  beforeAll(() => {
-    previous = Device.default;
-    Device.default = 'JS';
-  });
-  afterAll(() => {
-    Device.default = previous;
-  });
+  useDefaultDevice('JS');
 
   it('Conv1d and ConvTranspose1d', () => {
     const conv = new Conv1d(2, 3, 2, { stride: 2, padding: 1 });

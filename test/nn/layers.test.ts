@@ -1,5 +1,5 @@
 // nn layers against plain-JS references on the JS device: forward passes, BatchNorm's modes and statistics, init bounds.
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it } from 'vitest';
 import { dtypes } from '../../src/dtype.ts';
 import {
   assign,
@@ -19,16 +19,10 @@ import {
 import { Device } from '../../src/runtime/device.ts';
 import { Tensor } from '../../src/tensor/index.ts';
 import { Ops } from '../../src/uop/ops.ts';
+import { useDefaultDevice } from '../default-device.ts';
 import { close, data, numel, ravel, unravel, values } from '../tensor/reference.ts';
 
-let previous: string;
-beforeAll(() => {
-  previous = Device.default;
-  Device.default = 'JS';
-});
-afterAll(() => {
-  Device.default = previous;
-});
+useDefaultDevice('JS');
 afterEach(() => {
   Tensor.training = false;
 });

@@ -1,9 +1,9 @@
 // LARS, Muon and newtonSchulz against plain-JS references (gradients set by hand) on JS and CPU, and their errors.
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { dtypes } from '../../src/dtype.ts';
 import { LARS, Muon, newtonSchulz, type Optimizer } from '../../src/nn/index.ts';
-import { Device } from '../../src/runtime/device.ts';
 import { Tensor } from '../../src/tensor/index.ts';
+import { useDefaultDevice } from '../default-device.ts';
 import { close, data, numel, values } from '../tensor/reference.ts';
 
 // a wide and a tall matrix, a vector (Muon sees a column) and a 3-D weight (Muon sees (2, 4))
@@ -130,14 +130,7 @@ const check = (got: number[][], want: number[][], tol: number) => {
 };
 
 describe.each(['JS', 'CPU'])('on %s', (device) => {
-  let previous: string;
-  beforeAll(() => {
-    previous = Device.default;
-    Device.default = device;
-  });
-  afterAll(() => {
-    Device.default = previous;
-  });
+  useDefaultDevice(device);
 
   it.each([
     ['defaults (classic momentum, tcoef 0.001)', { lr: 0.1 }, larsRef(0.1, 0.9, 1e-4, false, true, 0.001)],

@@ -1,5 +1,5 @@
 // Learning-rate schedulers: their sequences against closed-form values, the rate they write into the optimizer, errors.
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import {
   CosineAnnealingLR,
   LinearWarmup,
@@ -9,8 +9,8 @@ import {
   SGD,
   StepLR,
 } from '../../src/nn/index.ts';
-import { Device } from '../../src/runtime/device.ts';
 import { Tensor } from '../../src/tensor/index.ts';
+import { useDefaultDevice } from '../default-device.ts';
 import { close, data } from '../tensor/reference.ts';
 
 function sgd(lr: number): SGD {
@@ -34,14 +34,7 @@ function rates(s: LRScheduler, n: number): number[] {
 const cos = (x: number) => Math.cos(Math.PI * x);
 
 describe.each(['JS', 'CPU'])('on %s', (device) => {
-  let previous: string;
-  beforeAll(() => {
-    previous = Device.default;
-    Device.default = device;
-  });
-  afterAll(() => {
-    Device.default = previous;
-  });
+  useDefaultDevice(device);
 
   it('StepLR multiplies by gamma every stepSize steps', () => {
     const s = new StepLR(sgd(0.5), 3, { gamma: 0.5 });
@@ -116,14 +109,7 @@ describe.each(['JS', 'CPU'])('on %s', (device) => {
 });
 
 describe('errors', () => {
-  let previous: string;
-  beforeAll(() => {
-    previous = Device.default;
-    Device.default = 'JS';
-  });
-  afterAll(() => {
-    Device.default = previous;
-  });
+  useDefaultDevice('JS');
   it('name the scheduler, the option and what is valid', () => {
     expect(() => new StepLR(sgd(1), 0)).toThrow('StepLR: stepSize must be an integer >= 1, got 0');
     expect(() => new StepLR(sgd(1), 2, { gamma: -1 })).toThrow(

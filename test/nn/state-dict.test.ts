@@ -1,5 +1,5 @@
 // State dicts: dotted names, parameters and buffers, loading (round trip, copies, strict errors) and assign.
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { dtypes } from '../../src/dtype.ts';
 import {
   assign,
@@ -12,19 +12,12 @@ import {
   loadStateDict,
   type StateDict,
 } from '../../src/nn/index.ts';
-import { Device } from '../../src/runtime/device.ts';
 import { Tensor } from '../../src/tensor/index.ts';
 import { Ops } from '../../src/uop/ops.ts';
+import { useDefaultDevice } from '../default-device.ts';
 import { data } from '../tensor/reference.ts';
 
-let previous: string;
-beforeAll(() => {
-  previous = Device.default;
-  Device.default = 'JS';
-});
-afterAll(() => {
-  Device.default = previous;
-});
+useDefaultDevice('JS');
 
 class Net {
   layers = [new Conv2d(1, 2, 3), new BatchNorm(2)] as const;
