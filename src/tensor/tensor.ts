@@ -86,12 +86,43 @@ function flatten(
 
 const isTypedArray = (x: unknown): x is ArrayBufferView => ArrayBuffer.isView(x) && !(x instanceof DataView);
 
-/** The dtype a JS value suggests: bool for booleans, int32 for integers, float32 otherwise. */
+/**
+ * The dtype JS values suggest: bool for booleans; for integers int32, or int64 where one is a bigint or
+ * outside int32; float32 otherwise.
+ */
 export function defaultDType(values: readonly ConstValue[]): DType {
   if (values.length && values.every((v) => typeof v === 'boolean')) return dtypes.bool;
   if (values.every((v) => typeof v === 'bigint' || Number.isInteger(v) || typeof v === 'boolean'))
-    return dtypes.int32;
+    return values.some((v) => typeof v === 'bigint' || outOfRange(dtypes.int32, v))
+      ? dtypes.int64
+      : dtypes.int32;
   return dtypes.float32;
+}
+
+/** An integer dtype's range, exactly (64-bit bounds are past 2^53). */
+function intRange(dtype: DType): [bigint, bigint] {
+  const bits = BigInt(dtype.itemsize * 8);
+  return dtype.isUnsigned ? [0n, (1n << bits) - 1n] : [-(1n << (bits - 1n)), (1n << (bits - 1n)) - 1n];
+}
+
+/** Whether an integer value lies outside an integer dtype's range (a fraction truncates, as a cast does). */
+function outOfRange(dtype: DType, v: ConstValue): boolean {
+  if (!dtype.isInt || dtype === dtypes.index || typeof v === 'boolean') return false;
+  if (typeof v === 'number' && !Number.isInteger(v)) return false;
+  const [lo, hi] = intRange(dtype);
+  const b = BigInt(v);
+  return b < lo || b > hi;
+}
+
+/** Throws, naming op, if a JS value does not fit the integer dtype it would be stored in: nothing wraps unasked. */
+function checkFits(op: string, dtype: DType, values: ArrayLike<ConstValue>): void {
+  for (let i = 0; i < values.length; i++)
+    if (outOfRange(dtype, values[i]!)) {
+      const [lo, hi] = intRange(dtype);
+      throw new Error(
+        `${op}: the value ${BigInt(values[i]!)} does not fit ${dtype.name} (${lo}..${hi}); give a wider dtype (cast() wraps, on purpose)`,
+      );
+    }
 }
 
 /** The BUFFER node a tensor's value lives in: the node itself, or the buffer a pending assign writes. */
@@ -133,6 +164,7 @@ function bufferFrom(data: TensorData, dtype: DType | undefined, device: string):
     dtype ??= defaultDType(flat);
     values = flat;
   }
+  checkFits('Tensor', dtype, values);
   const buf = newBuffer(shape, dtype, device);
   setBufferData(buf, toStorage(dtype, values));
   return buf;
@@ -274,6 +306,7 @@ export class Tensor {
 
   static full(shape: readonly number[], value: ConstValue, opts: TensorOptions = {}): Tensor {
     const dtype = dtypeOption('Tensor.full', opts) ?? defaultDType([value]);
+    checkFits('Tensor.full', dtype, [value]);
     const c = UOp.const(dtype, value);
     return new Tensor(c.reshape(shape.map(() => 1)).expand(shape), opts);
   }

@@ -258,8 +258,11 @@ describe('new Tensor(typedArray)', () => {
       const t = new Tensor(src, { device });
       src[0] = 9;
       expect([t.dtype, t.shape, t.tolist()]).toEqual([dtypes.float32, [3], [1.5, -2, 3]]);
-      // another dtype converts element by element, as before
-      expect(new Tensor(Int32Array.of(1, 300), { dtype: dtypes.uint8, device }).tolist()).toEqual([1, 44]);
+      // another dtype converts element by element; a value it cannot hold is an error, not a wrap
+      expect(new Tensor(Int32Array.of(1, 200), { dtype: dtypes.uint8, device }).tolist()).toEqual([1, 200]);
+      expect(() => new Tensor(Int32Array.of(1, 300), { dtype: dtypes.uint8, device })).toThrow(
+        'the value 300 does not fit uint8',
+      );
     }
   });
 });
