@@ -23,6 +23,7 @@ import { Ops, type ReduceOp } from '../uop/ops.ts';
 import { UOp } from '../uop/uop.ts';
 import { noteAssigned, noteMade } from './frames.ts';
 import { noteRealized, originsOf } from './origins.ts';
+import { writeThrough } from './write-through.ts';
 
 /** Nested arrays of numbers or booleans, as `tolist()` gives them back. */
 export type NestedArray = ConstValue | readonly NestedArray[];
@@ -754,6 +755,19 @@ export class Tensor {
       throw new Error(
         `assign: the value is (${v.shape.join(', ')}) ${v.dtype.name} on ${v.device}, the tensor (${this.shape.join(', ')}) ${this.dtype.name} on ${this.device}; cast, reshape or move the value first`,
       );
+    const through = writeThrough(this.uop, v.uop);
+    if (through !== undefined) {
+      // a view of a buffer: the buffer takes the write now, so every tensor over it sees the new values
+      const { base, value: newBase, written, padded } = through;
+      // a view over padding has elements no buffer holds: a write there would be lost
+      if (padded && Number(this.wrap(written).sum().item()) !== this.numel)
+        throw new Error(
+          `assign: the view (${this.shape.join(', ')}) reaches into padding outside the buffer it views; assign to the part within it`,
+        );
+      const buf = base.op === Ops.AFTER ? base.src[0]! : base;
+      this.wrap(UOp.make(Ops.AFTER, [buf, UOp.make(Ops.STORE, [buf, newBase])])).realize();
+      return this;
+    }
     const buf = this.uop.op === Ops.AFTER ? this.uop.src[0]! : this.uop;
     this.uop = buf.op === Ops.BUFFER ? UOp.make(Ops.AFTER, [buf, UOp.make(Ops.STORE, [buf, v.uop])]) : v.uop;
     noteAssigned(this);

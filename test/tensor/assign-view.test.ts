@@ -1,0 +1,85 @@
+// Writes through views: assigning into a view of a realized tensor writes its buffer (tinygrad's setitem
+// semantics); a view that cannot be written is an error naming it.
+import { describe, expect, it } from 'vitest';
+import { jit } from '../../src/engine/jit.ts';
+import { Tensor } from '../../src/tensor/index.ts';
+
+for (const device of ['JS', 'CPU'])
+  describe(`assign into views on ${device}`, () => {
+    const base = (n = 6) => Tensor.arange(n, undefined, 1, { device }).contiguous().realize();
+    const T = (data: number[] | number[][]) => new Tensor(data, { device });
+
+    it('writes through a slice, a permute, a reshape, a flip and a padded-then-shrunk view', () => {
+      const s = base().reshape([2, 3]).contiguous().realize();
+      s.get([1, 2]).assign(T([[7, 8, 9]]));
+      expect(s.tolist()).toEqual([
+        [0, 1, 2],
+        [7, 8, 9],
+      ]);
+      const p = base().reshape([2, 3]).contiguous().realize();
+      p.T.assign(
+        T([
+          [10, 40],
+          [20, 50],
+          [30, 60],
+        ]),
+      );
+      expect(p.tolist()).toEqual([
+        [10, 20, 30],
+        [40, 50, 60],
+      ]);
+      const r = base();
+      r.reshape([3, 2])
+        .get(1)
+        .assign(T([-1, -2]));
+      expect(r.tolist()).toEqual([0, 1, -1, -2, 4, 5]);
+      const f = base();
+      f.flip(0)
+        .get([0, 2])
+        .assign(T([10, 20]));
+      expect(f.tolist()).toEqual([0, 1, 2, 3, 20, 10]);
+      const q = base(4);
+      q.pad([[1, 1]])
+        .shrink([[1, 3]])
+        .assign(T([5, 6]));
+      expect(q.tolist()).toEqual([5, 6, 2, 3]);
+      // a strided slice (pad + reshape + shrink) and a scalar value
+      const g = base();
+      g.get([null, null, 2]).assign(0);
+      expect(g.tolist()).toEqual([0, 1, 0, 3, 0, 5]);
+    });
+
+    it('lets every tensor over the buffer, and a lazy graph realized later, see the write', () => {
+      const t = base();
+      const doubled = t.mul(2);
+      t.get([0, 2]).assign(T([9, 9]));
+      expect(doubled.tolist()).toEqual([18, 18, 4, 6, 8, 10]);
+      expect(t.sum().item()).toBe(9 + 9 + 2 + 3 + 4 + 5);
+    });
+
+    it('writes on every call of a JIT', () => {
+      const t = base(4);
+      const write = jit((x: Tensor) => {
+        t.get([1, 3]).assign(x);
+        return t.sum();
+      });
+      for (let i = 1; i <= 4; i++) expect(write(T([i, i])).item()).toBe(0 + i + i + 3);
+      expect(t.tolist()).toEqual([0, 4, 4, 3]);
+    });
+
+    it('refuses a broadcast view and a view over padding, naming them', () => {
+      const t = new Tensor([1, 2], { device }).realize();
+      expect(() =>
+        t
+          .reshape([2, 1])
+          .expand([2, 3])
+          .assign(Tensor.zeros([2, 3], { device, dtype: 'int32' })),
+      ).toThrow(
+        'assign: cannot write through an expanded (broadcast) view (2, 3): its elements share memory',
+      );
+      expect(() => t.pad([[1, 1]]).assign(T([5, 6, 7, 8]))).toThrow(
+        'assign: the view (4) reaches into padding outside the buffer it views',
+      );
+      expect(t.tolist()).toEqual([1, 2]);
+    });
+  });
