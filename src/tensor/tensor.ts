@@ -20,10 +20,11 @@ import { prod } from '../helpers.ts';
 import { Device } from '../runtime/device.ts';
 import { newBuffer } from '../schedule/rangeify.ts';
 import { Ops, type ReduceOp } from '../uop/ops.ts';
+import { substitute } from '../uop/pattern.ts';
 import { UOp } from '../uop/uop.ts';
 import { noteAssigned, noteMade } from './frames.ts';
 import { noteRealized, originsOf } from './origins.ts';
-import { writeThrough } from './write-through.ts';
+import { isBufferBase, viewChain, writeThrough } from './write-through.ts';
 
 /** Nested arrays of numbers or booleans, as `tolist()` gives them back. */
 export type NestedArray = ConstValue | readonly NestedArray[];
@@ -209,6 +210,8 @@ export class Tensor {
   private disposedAs = '';
   private _requiresGrad = false;
   private gradRef: WeakRef<Tensor> | undefined;
+  /** The lazy tensor this one is a view of (movement ops over its graph): assign writes through to it. */
+  private viewOf: Tensor | undefined;
 
   constructor(data: TensorData | UOp, opts: TensorOptions = {}) {
     this.device = Device.canonicalize(opts.device ?? Device.default);
@@ -231,6 +234,8 @@ export class Tensor {
       if (was !== undefined) letGoOfBuffer(was, false);
     }
     this._uop = u;
+    // realized, it is no view any more (and holds no graph of the tensor it viewed)
+    if (u.op === Ops.BUFFER) this.viewOf = undefined;
   }
 
   /** Whether dispose() was called. */
@@ -392,7 +397,11 @@ export class Tensor {
 
   /** @internal A tensor of this one's device over u (for op families in other files). */
   wrap(u: UOp): Tensor {
-    return new Tensor(u, { device: this.device });
+    const t = new Tensor(u, { device: this.device });
+    // a view (movement ops) of this lazy tensor remembers it: assign writes through (a view of a buffer finds it)
+    const lazy = !isBufferBase(this.uop) && viewChain(this.uop, isBufferBase) === undefined;
+    if (lazy && viewChain(u, (x) => x === this.uop) !== undefined) t.viewOf = this;
+    return t;
   }
 
   /** The dtype a JS scalar takes next to this tensor: the tensor's, unless the scalar needs more (2.5 beside ints). */
@@ -755,19 +764,31 @@ export class Tensor {
       throw new Error(
         `assign: the value is (${v.shape.join(', ')}) ${v.dtype.name} on ${v.device}, the tensor (${this.shape.join(', ')}) ${this.dtype.name} on ${this.device}; cast, reshape or move the value first`,
       );
-    const through = writeThrough(this.uop, v.uop);
+    const through = writeThrough(this.uop, v.uop, this.viewOf?.uop);
     if (through !== undefined) {
-      // a view of a buffer: the buffer takes the write now, so every tensor over it sees the new values
       const { base, value: newBase, written, padded } = through;
       // a view over padding has elements no buffer holds: a write there would be lost
       if (padded && Number(this.wrap(written).sum().item()) !== this.numel)
         throw new Error(
           `assign: the view (${this.shape.join(', ')}) reaches into padding outside the buffer it views; assign to the part within it`,
         );
-      const buf = base.op === Ops.AFTER ? base.src[0]! : base;
-      this.wrap(UOp.make(Ops.AFTER, [buf, UOp.make(Ops.STORE, [buf, newBase])])).realize();
+      if (isBufferBase(base)) {
+        // a view of a buffer: the buffer takes the write now, so every tensor over it sees the new values
+        const buf = base.op === Ops.AFTER ? base.src[0]! : base;
+        this.wrap(UOp.make(Ops.AFTER, [buf, UOp.make(Ops.STORE, [buf, newBase])])).realize();
+      } else {
+        // a view of a lazy tensor: that tensor takes the write (through to what it views, in turn), and this
+        // view is seen over its new graph
+        const of = this.viewOf!;
+        of.assign(of.wrap(newBase));
+        this.uop = substitute(this.uop, new Map([[base, of.uop]]));
+      }
       return this;
     }
+    if (this.viewOf !== undefined)
+      throw new Error(
+        `assign: the tensor this view (${this.shape.join(', ')}) was made from has been realized or assigned since, so the write cannot reach it; make the view again from it`,
+      );
     const buf = this.uop.op === Ops.AFTER ? this.uop.src[0]! : this.uop;
     this.uop = buf.op === Ops.BUFFER ? UOp.make(Ops.AFTER, [buf, UOp.make(Ops.STORE, [buf, v.uop])]) : v.uop;
     noteAssigned(this);

@@ -30,23 +30,31 @@ export interface ViewWrite {
   padded: boolean;
 }
 
-/**
- * The write of `value` into `view` as a write of its base buffer, or undefined when the view is not movement
- * ops over a buffer (a computed value, which assign simply replaces). An expanded (broadcast) view throws:
- * its elements share memory, so a write to one would be a write to all.
- */
-export function writeThrough(view: UOp, value: UOp): ViewWrite | undefined {
+/** Whether u is a buffer (or a pending assign to one): a realized base, written at once. */
+export const isBufferBase = (u: UOp) =>
+  u.op === Ops.BUFFER || (u.op === Ops.AFTER && u.src[0]!.op === Ops.BUFFER);
+
+/** The movement ops from `view` down to `base` (the view's own first), or undefined if they do not lead there. */
+export function viewChain(view: UOp, base: (u: UOp) => boolean): UOp[] | undefined {
   const chain: UOp[] = [];
-  let base = view;
-  while (GroupOp.Movement.has(base.op) && base.op !== Ops.BITCAST) {
-    chain.push(base);
-    base = base.src[0]!;
+  let u = view;
+  while (!base(u)) {
+    if (!GroupOp.Movement.has(u.op) || u.op === Ops.BITCAST) return undefined;
+    chain.push(u);
+    u = u.src[0]!;
   }
-  if (
-    chain.length === 0 ||
-    !(base.op === Ops.BUFFER || (base.op === Ops.AFTER && base.src[0]!.op === Ops.BUFFER))
-  )
-    return undefined;
+  return chain.length ? chain : undefined;
+}
+
+/**
+ * The write of `value` into `view` as a write of its base (a buffer, or the lazy graph `lazyBase` of the
+ * tensor the view was made from), or undefined when the view is not movement ops over one. An expanded
+ * (broadcast) view throws: its elements share memory, so a write to one would be a write to all.
+ */
+export function writeThrough(view: UOp, value: UOp, lazyBase?: UOp): ViewWrite | undefined {
+  const chain = viewChain(view, (u) => isBufferBase(u) || u === lazyBase);
+  if (chain === undefined) return undefined;
+  const base = chain.at(-1)!.src[0]!;
   for (const u of chain)
     if (BACK[u.op] === undefined)
       throw new Error(

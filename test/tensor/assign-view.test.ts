@@ -83,3 +83,32 @@ for (const device of ['JS', 'CPU'])
       expect(t.tolist()).toEqual([1, 2]);
     });
   });
+
+for (const device of ['JS', 'CPU'])
+  describe(`assign into views of lazy tensors on ${device}`, () => {
+    it('gives the lazy tensor the new graph, and the view shows the write', () => {
+      const t = Tensor.arange(6, undefined, 1, { device }).reshape([2, 3]);
+      const row = t.get(1);
+      row.assign(new Tensor([7, 8, 9], { device }));
+      expect(t.tolist()).toEqual([
+        [0, 1, 2],
+        [7, 8, 9],
+      ]);
+      expect(row.tolist()).toEqual([7, 8, 9]);
+      t.T.get(0).assign(new Tensor([-1, -2], { device }));
+      expect(t.tolist()).toEqual([
+        [-1, 1, 2],
+        [-2, 8, 9],
+      ]);
+    });
+
+    it('refuses a view whose lazy tensor was realized since, instead of losing the write', () => {
+      const t = Tensor.arange(4, undefined, 1, { device });
+      const head = t.get([0, 2]);
+      t.realize();
+      expect(() => head.assign(new Tensor([5, 6], { device }))).toThrow(
+        'assign: the tensor this view (2) was made from has been realized or assigned since',
+      );
+      expect(t.tolist()).toEqual([0, 1, 2, 3]);
+    });
+  });
