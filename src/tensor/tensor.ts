@@ -755,7 +755,9 @@ export class Tensor {
   }
   /**
    * Sets this tensor's value to `value`, lazily. A realized tensor keeps its buffer: the value is written
-   * into it (the spec's assign, STORE then AFTER), so kernels captured by a JIT see the update.
+   * into it (the spec's assign, STORE then AFTER), so kernels captured by a JIT see the update. A view
+   * (movement ops) of a realized tensor writes through to its buffer at once, and a view of a lazy tensor
+   * gives that tensor the new graph (src/tensor/write-through.ts).
    */
   assign(value: Tensor | ConstValue): this {
     const v =
