@@ -1,5 +1,6 @@
 // Writes through views: assigning into a view of a realized tensor writes its buffer (tinygrad's setitem
 // semantics); a view that cannot be written is an error naming it.
+import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { jit } from '../../src/engine/jit.ts';
 import { Tensor } from '../../src/tensor/index.ts';
@@ -112,3 +113,42 @@ for (const device of ['JS', 'CPU'])
       expect(t.tolist()).toEqual([0, 1, 2, 3]);
     });
   });
+
+// Random chains of writable movement ops: the write lands where the view's elements sit in the base. The places
+// come from the same chain applied to the base's flat positions (movement ops are tested on their own).
+describe('assign through random views (property)', () => {
+  type Step = (t: Tensor) => Tensor;
+  const step = fc.oneof(
+    fc.constant<Step>((t) => t.flip(0)),
+    fc.constant<Step>((t) => (t.ndim > 1 ? t.T : t)),
+    fc.constant<Step>((t) => t.reshape(-1)),
+    fc.constant<Step>((t) =>
+      t.shape[0]! > 1 ? t.shrink(t.shape.map((d, i) => (i === 0 ? [1, d] : [0, d]))) : t,
+    ),
+    fc.constant<Step>((t) => (t.ndim === 1 && t.shape[0]! % 2 === 0 ? t.reshape([2, -1]) : t)),
+    fc.constant<Step>((t) =>
+      t.pad(t.shape.map(() => [1, 1] as [number, number])).shrink(t.shape.map((d) => [1, d + 1])),
+    ),
+  );
+  it('writes each element of the value where the view reads it', () => {
+    fc.assert(
+      fc.property(fc.array(step, { minLength: 1, maxLength: 4 }), (steps) => {
+        const base = Tensor.arange(12, undefined, 1, { device: 'JS' }).reshape([3, 4]).contiguous().realize();
+        const places = steps.reduce(
+          (t, f) => f(t),
+          Tensor.arange(12, undefined, 1, { device: 'JS' }).reshape([3, 4]),
+        );
+        const view = steps.reduce((t, f) => f(t), base);
+        const value = Tensor.arange(view.numel, undefined, 1, { device: 'JS' }).add(100).reshape(view.shape);
+        const want = Array.from({ length: 12 }, (_, i) => i);
+        const at = places.flatten().tolist() as number[];
+        at.forEach((p, i) => {
+          want[p] = 100 + i;
+        });
+        view.assign(value);
+        expect(base.flatten().tolist()).toEqual(want);
+      }),
+      { numRuns: 40 },
+    );
+  });
+});
