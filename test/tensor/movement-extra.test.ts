@@ -3,7 +3,8 @@
 import { describe, expect, it } from 'vitest';
 import { dtypes } from '../../src/dtype.ts';
 import { Tensor } from '../../src/tensor/index.ts';
-import { data, numel, ravel, unravel, values } from './reference.ts';
+import { checkGradient } from './gradcheck.ts';
+import { data, numel, ravel, unravel } from './reference.ts';
 
 const DEVICES = ['JS', 'CPU'];
 
@@ -362,32 +363,9 @@ for (const device of DEVICES)
 
 // --- gradients against central differences in float64 --------------------------------------------------
 
-const H = 1e-6;
-
-/** The gradient of sum(f(x) * w) for fixed weights w against (L(x + h) - L(x - h)) / 2h, per element. */
-function gradCheck(name: string, shape: number[], f: (x: Tensor) => Tensor, device = 'JS') {
-  const opts = { dtype: dtypes.float64, device };
-  const xs = values(numel(shape), 17);
-  const make = (v: number[]) => new Tensor(new Float64Array(v), opts).reshape(shape);
-  const leaf = new Tensor(new Float64Array(xs), opts);
-  const out = f(leaf.reshape(shape));
-  const w = new Tensor(new Float64Array(values(out.numel, 5)), opts).reshape(out.shape);
-  const loss = (t: Tensor) => t.mul(w).sum();
-  const [grad] = Tensor.gradient(loss(out), [leaf]).map(data);
-  xs.forEach((_, i) => {
-    const at = (d: number) => {
-      const moved = xs.slice();
-      moved[i]! += d;
-      return Number(loss(f(make(moved))).item());
-    };
-    const numeric = (at(H) - at(-H)) / (2 * H);
-    const tol = 1e-5 * Math.max(Math.abs(numeric), Math.abs(grad![i]!)) + 1e-7;
-    expect(
-      Math.abs(grad![i]! - numeric),
-      `${name}: element ${i}: analytic ${grad![i]}, numeric ${numeric}`,
-    ).toBeLessThanOrEqual(tol);
-  });
-}
+/** The shared central-difference check (gradcheck.ts) for one input. */
+const gradCheck = (name: string, shape: number[], f: (x: Tensor) => Tensor, device = 'JS') =>
+  checkGradient(name, [shape], f, device);
 
 describe('movement extras: gradients (central differences, float64)', () => {
   it('roll, unfold, repeatInterleave, unflatten and view', () => {

@@ -3,7 +3,8 @@ import { describe, expect, it } from 'vitest';
 import { type DType, dtypes } from '../../src/dtype.ts';
 import { Tensor } from '../../src/tensor/index.ts';
 import { blockedScan, SCANS } from '../../src/tensor/scan.ts';
-import { close, data, mapRef, numel, values } from './reference.ts';
+import { checkGradient } from './gradcheck.ts';
+import { close, data, mapRef, values } from './reference.ts';
 
 const DEVICES = ['JS', 'CPU'];
 
@@ -230,52 +231,14 @@ for (const device of DEVICES)
 
 // --- gradients against central differences in float64 --------------------------------------------------
 
-const F64 = dtypes.float64;
-const H = 1e-6;
-const RTOL = 1e-5;
-const ATOL = 1e-7;
-
-/** Seeded inputs in [-2, -0.1] and [0.1, 2], away from kinks at 0 (as in gradient.test.ts). */
-function draw(n: number, seed: number): number[] {
-  let s = seed >>> 0;
-  return Array.from({ length: n }, () => {
-    s = (Math.imul(s, 1664525) + 1013904223) >>> 0;
-    const u = s / 2 ** 32;
-    return u < 0.5 ? -2 + 3.8 * u : 0.1 + 3.8 * (u - 0.5);
-  });
-}
-
-/** The gradient of sum(f(x) * w) for fixed weights w against (L(x + h) - L(x - h)) / 2h, per element. */
-function gradCheck(
+/** The shared central-difference check (gradcheck.ts) for one input, optionally with given values. */
+const gradCheck = (
   name: string,
   shape: number[],
   f: (x: Tensor) => Tensor,
   inputs?: number[],
   device = 'JS',
-) {
-  const opts = { dtype: F64, device };
-  const xs = inputs ?? draw(numel(shape), 17);
-  const make = (v: number[]) => new Tensor(new Float64Array(v), opts).reshape(shape);
-  const leaf = new Tensor(new Float64Array(xs), opts);
-  const out = f(leaf.reshape(shape));
-  const w = new Tensor(new Float64Array(draw(out.numel, 5).map((v) => v / 2)), opts).reshape(out.shape);
-  const loss = (t: Tensor) => t.mul(w).sum();
-  const [grad] = Tensor.gradient(loss(out), [leaf]).map(data);
-  xs.forEach((_, i) => {
-    const at = (d: number) => {
-      const moved = xs.slice();
-      moved[i]! += d;
-      return Number(loss(f(make(moved))).item());
-    };
-    const numeric = (at(H) - at(-H)) / (2 * H);
-    const analytic = grad![i]!;
-    const tol = RTOL * Math.max(Math.abs(numeric), Math.abs(analytic)) + ATOL;
-    expect(
-      Math.abs(analytic - numeric),
-      `${name}: element ${i}: analytic ${analytic}, numeric ${numeric}`,
-    ).toBeLessThanOrEqual(tol);
-  });
-}
+) => checkGradient(name, [shape], f, device, inputs && [inputs]);
 
 describe('scan gradients (central differences, float64)', () => {
   it('cumprod, with and without zeros', () => {
