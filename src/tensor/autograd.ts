@@ -40,6 +40,24 @@ const REDUCE_RULES: Record<ReduceOp, (g: UOp, u: UOp, x: UOp, axes: readonly num
   },
 };
 
+/**
+ * The one-to-one movement ops run backwards, from the op's output shape to its source's: a gradient flows back
+ * this way, and so does a write into a view (write-through.ts). Elements the op dropped come back as zeros.
+ */
+export const MOVEMENT_BACK = {
+  [Ops.RESHAPE]: (u: UOp, x: UOp) => x.reshape(u.src[0]!.shape!),
+  [Ops.PERMUTE]: (u: UOp, x: UOp) => {
+    const inverse: number[] = [];
+    u.argOf(Ops.PERMUTE).forEach((a, i) => {
+      inverse[a] = i;
+    });
+    return x.permute(inverse);
+  },
+  [Ops.FLIP]: (u: UOp, x: UOp) => x.flip(u.argOf(Ops.FLIP)),
+  [Ops.SHRINK]: (u: UOp, x: UOp) => x.pad(u.src[1]!.sizes, u.src[0]!.shape!),
+  [Ops.PAD]: (u: UOp, x: UOp) => x.shrink(u.src[1]!.sizes, u.src[0]!.shape!),
+};
+
 /** The derivative rules. null: no gradient flows through the op (the walk stops there). */
 const RULES: Partial<Record<Ops, Rule | null>> = {
   [Ops.ADD]: (g) => [g, g],
@@ -62,18 +80,12 @@ const RULES: Partial<Record<Ops, Rule | null>> = {
     const { op, axes } = u.argOf(Ops.REDUCE);
     return [REDUCE_RULES[op](g, u, u.src[0]!, axes)];
   },
-  [Ops.RESHAPE]: (g, u) => [g.reshape(u.src[0]!.shape!)],
-  [Ops.PERMUTE]: (g, u) => {
-    const inverse: number[] = [];
-    u.argOf(Ops.PERMUTE).forEach((a, i) => {
-      inverse[a] = i;
-    });
-    return [g.permute(inverse)];
-  },
+  [Ops.RESHAPE]: (g, u) => [MOVEMENT_BACK[Ops.RESHAPE](u, g)],
+  [Ops.PERMUTE]: (g, u) => [MOVEMENT_BACK[Ops.PERMUTE](u, g)],
   [Ops.EXPAND]: (g, u) => [sumTo(g, u.src[0]!.shape!)],
-  [Ops.PAD]: (g, u) => [g.shrink(u.src[1]!.sizes, u.src[0]!.shape!)],
-  [Ops.SHRINK]: (g, u) => [g.pad(u.src[1]!.sizes, u.src[0]!.shape!)],
-  [Ops.FLIP]: (g, u) => [g.flip(u.argOf(Ops.FLIP))],
+  [Ops.PAD]: (g, u) => [MOVEMENT_BACK[Ops.PAD](u, g)],
+  [Ops.SHRINK]: (g, u) => [MOVEMENT_BACK[Ops.SHRINK](u, g)],
+  [Ops.FLIP]: (g, u) => [MOVEMENT_BACK[Ops.FLIP](u, g)],
   [Ops.CONTIGUOUS]: (g) => [g],
   [Ops.CONTIGUOUSBACKWARD]: (g) => [UOp.make(Ops.CONTIGUOUS, [g])],
   [Ops.DETACH]: null,

@@ -19,7 +19,7 @@ import { realize } from '../engine/realize.ts';
 import { prod } from '../helpers.ts';
 import { Device } from '../runtime/device.ts';
 import { newBuffer } from '../schedule/rangeify.ts';
-import { Ops, type ReduceOp } from '../uop/ops.ts';
+import { GroupOp, Ops, type ReduceOp } from '../uop/ops.ts';
 import { substitute } from '../uop/pattern.ts';
 import { UOp } from '../uop/uop.ts';
 import { noteAssigned, noteMade } from './frames.ts';
@@ -399,8 +399,14 @@ export class Tensor {
   wrap(u: UOp): Tensor {
     const t = new Tensor(u, { device: this.device });
     // a view (movement ops) of this lazy tensor remembers it: assign writes through (a view of a buffer finds it)
-    const lazy = !isBufferBase(this.uop) && viewChain(this.uop, isBufferBase) === undefined;
-    if (lazy && viewChain(u, (x) => x === this.uop) !== undefined) t.viewOf = this;
+    // (wrap runs for every op: the cheap test first)
+    if (
+      GroupOp.Movement.has(u.op) &&
+      viewChain(u, (x) => x === this.uop) !== undefined &&
+      !isBufferBase(this.uop) &&
+      viewChain(this.uop, isBufferBase) === undefined
+    )
+      t.viewOf = this;
     return t;
   }
 

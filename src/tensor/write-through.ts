@@ -3,21 +3,9 @@
 import { dtypes } from '../dtype.ts';
 import { GroupOp, Ops, opName } from '../uop/ops.ts';
 import { UOp } from '../uop/uop.ts';
+import { MOVEMENT_BACK } from './autograd.ts';
 
-/** Each movement op run backwards: from its output's shape to its source's (the gradient rules' maps). */
-const BACK: Partial<Record<Ops, (u: UOp, x: UOp) => UOp>> = {
-  [Ops.RESHAPE]: (u, x) => x.reshape(u.src[0]!.shape!),
-  [Ops.PERMUTE]: (u, x) => {
-    const inverse: number[] = [];
-    u.argOf(Ops.PERMUTE).forEach((a, i) => {
-      inverse[a] = i;
-    });
-    return x.permute(inverse);
-  },
-  [Ops.FLIP]: (u, x) => x.flip(u.argOf(Ops.FLIP)),
-  [Ops.SHRINK]: (u, x) => x.pad(u.src[1]!.sizes, u.src[0]!.shape!),
-  [Ops.PAD]: (u, x) => x.shrink(u.src[1]!.sizes, u.src[0]!.shape!),
-};
+const BACK: Partial<Record<Ops, (u: UOp, x: UOp) => UOp>> = MOVEMENT_BACK;
 
 export interface ViewWrite {
   /** The buffer written (a BUFFER, or the AFTER of a pending assign to one). */
