@@ -7,17 +7,13 @@ import { BEAM, beamSearch } from '../codegen/opt/search.ts';
 import { DEBUG } from '../helpers.ts';
 import { renderC } from '../renderer/c.ts';
 import { renderJS } from '../renderer/js.ts';
-import type { Backend, Program } from '../runtime/backend.ts';
+import type { Backend, KernelLanguage, Program } from '../runtime/backend.ts';
 import { Device } from '../runtime/device.ts';
 import { printLinear, toCode } from '../uop/print.ts';
 import type { UOp } from '../uop/uop.ts';
 
-/** Source renderers by device kind. */
-const RENDERERS: Record<string, ((name: string, linear: UOp) => string) | undefined> = {
-  CPU: renderC,
-  JS: renderJS,
-  NULL: renderC,
-};
+/** Source renderers by the language a device compiles. */
+const RENDERERS: Record<KernelLanguage, (name: string, linear: UOp) => string> = { C: renderC, JS: renderJS };
 
 /** What the kernel optimizer may use on a device. */
 const targetOf = (backend: Backend): Target => ({
@@ -46,8 +42,12 @@ export function compileKernel(ast: UOp, device: string): Compiled {
   const key = `${device}|${optsKey(backend)}|${ast.key}`;
   let p = programs.get(key);
   if (p === undefined) {
-    const render = RENDERERS[backend.kind];
-    if (render === undefined) throw new Error(`no renderer for device ${device}`);
+    const language = backend.language();
+    if (language === undefined)
+      throw new Error(
+        `device ${device} holds data only and runs no kernels: move the tensor first (.to('CPU'))`,
+      );
+    const render = RENDERERS[language];
     const target = targetOf(backend);
     const searched =
       BEAM.value > 0 && !NOOPT.value ? beamSearch(ast, backend, render, BEAM.value, { target }) : undefined;

@@ -74,7 +74,7 @@ const isCount = (v: unknown): v is number => Number.isSafeInteger(v) && (v as nu
  */
 export function safeLoad(path: string, opts: SafeLoadOptions = {}): Record<string, Tensor> {
   const device = Device.canonicalize(opts.device ?? Device.default);
-  if (!Device.get(device).runsKernels())
+  if (Device.get(device).language() === undefined)
     throw new Error(
       `safeLoad: ${path}: cannot load onto ${device}, which runs no kernels; pick a device that computes`,
     );

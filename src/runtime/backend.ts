@@ -5,6 +5,9 @@ import type { DeviceBuffer } from './buffer.ts';
 /** The device kinds; a device name is a kind, optionally with an index (`CPU:1`). */
 export type DeviceKind = 'CPU' | 'DISK' | 'JS' | 'NULL';
 
+/** The source languages kernels are rendered in (a renderer each, chosen in engine/compile.ts). */
+export type KernelLanguage = 'C' | 'JS';
+
 /** A compiled kernel. */
 export interface Program {
   readonly name: string;
@@ -42,10 +45,8 @@ export abstract class Backend {
     return 32;
   }
 
-  /** Whether it computes (runs kernels), or only holds data (files). */
-  runsKernels(): boolean {
-    return true;
-  }
+  /** The language its compiler takes kernels in; undefined where it only holds data (files) and runs none. */
+  abstract language(): KernelLanguage | undefined;
 
   /** Whether its kernels have vector types, so the optimizer may give them lanes. */
   vectorTypes(): boolean {

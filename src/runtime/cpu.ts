@@ -6,7 +6,14 @@ import { join } from 'node:path';
 import type { LibraryHandle } from 'koffi';
 import { ContextVar, HOST_BUFFER_ALIGN, sha256 } from '../helpers.ts';
 import { HostAllocator, type HostMemory } from './allocator.ts';
-import { Backend, checkBuffers, type KernelSource, type Program, secondsSince } from './backend.ts';
+import {
+  Backend,
+  checkBuffers,
+  type KernelLanguage,
+  type KernelSource,
+  type Program,
+  secondsSince,
+} from './backend.ts';
 import type { DeviceBuffer } from './buffer.ts';
 import { compileC, compileCMany, compileFlags, findCompiler, LDFLAGS } from './cc.ts';
 import { withCachedFile } from './diskcache.ts';
@@ -50,6 +57,10 @@ export class CPUBackend extends Backend {
 
   constructor(name: string) {
     super(name, 'CPU', new HostAllocator(name, HOST_BUFFER_ALIGN, (bytes) => Number(koffi().address(bytes))));
+  }
+
+  language(): KernelLanguage {
+    return 'C';
   }
 
   override threads(): number {

@@ -138,8 +138,8 @@ export class DiskBackend extends Backend {
     super(name, 'DISK', new DiskAllocator(name));
   }
 
-  override runsKernels(): boolean {
-    return false;
+  language(): undefined {
+    return undefined;
   }
 
   /** The file at `path`, opened for reading (Tensor.fromFile reaches it through the device registry). */

@@ -1,6 +1,13 @@
 // The JS device: kernels are JavaScript function bodies over TypedArrays, compiled with new Function.
 import { HostAllocator } from './allocator.ts';
-import { Backend, checkBuffers, numberedSource, type Program, secondsSince } from './backend.ts';
+import {
+  Backend,
+  checkBuffers,
+  type KernelLanguage,
+  numberedSource,
+  type Program,
+  secondsSince,
+} from './backend.ts';
 import type { DeviceBuffer } from './buffer.ts';
 
 type Kernel = (...args: unknown[]) => void;
@@ -8,6 +15,10 @@ type Kernel = (...args: unknown[]) => void;
 export class JSBackend extends Backend {
   constructor(name: string) {
     super(name, 'JS', new HostAllocator(name));
+  }
+
+  language(): KernelLanguage {
+    return 'JS';
   }
 
   compile(name: string, source: string): Program {

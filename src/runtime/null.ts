@@ -1,6 +1,6 @@
 // The NULL device: compiles nothing and runs nothing, so that the compiler's own cost can be measured.
 import { Allocator } from './allocator.ts';
-import { Backend, checkBuffers, type Program } from './backend.ts';
+import { Backend, checkBuffers, type KernelLanguage, type Program } from './backend.ts';
 
 class NullAllocator extends Allocator<null> {
   protected create(): null {
@@ -20,6 +20,11 @@ class NullAllocator extends Allocator<null> {
 export class NullBackend extends Backend {
   constructor(name: string) {
     super(name, 'NULL', new NullAllocator(name));
+  }
+
+  // kernels are rendered as for the CPU, so scheduling and codegen cost what they cost there
+  language(): KernelLanguage {
+    return 'C';
   }
 
   compile(name: string): Program {

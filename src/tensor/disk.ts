@@ -87,7 +87,7 @@ Tensor.fromFile = (path: string): Tensor => {
 };
 
 Tensor.prototype.fromDisk = function (this: Tensor, device: string): Tensor {
-  if (!Device.get(device).runsKernels())
+  if (Device.get(device).language() === undefined)
     throw new Error(
       `to: cannot copy a DISK tensor onto ${device}: DISK buffers are read-only ranges of files; move it to a device that computes`,
     );

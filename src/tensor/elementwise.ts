@@ -475,7 +475,7 @@ Tensor.prototype.bitcast = function (this: Tensor, like: DTypeLike): Tensor {
   const dtype = toDType('bitcast', like);
   if (dtype === this.dtype) return this;
   // a DISK tensor's bytes are reinterpreted as they are copied out (safetensors' uint8 file as float32)
-  const onDisk = !Device.get(this.device).runsKernels();
+  const onDisk = Device.get(this.device).language() === undefined;
   if (
     !onDisk &&
     (dtype.itemsize !== this.dtype.itemsize || dtype === dtypes.bool || this.dtype === dtypes.bool)

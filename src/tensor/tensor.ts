@@ -258,7 +258,7 @@ export class Tensor {
     const buf = bufferOf(u);
     if (buf !== undefined) letGoOfBuffer(buf, true);
     // a Tensor.fromFile tensor lets its file close (src/tensor/disk.ts)
-    if (!Device.get(this.device).runsKernels()) this.releaseFile();
+    if (Device.get(this.device).language() === undefined) this.releaseFile();
     this._uop = undefined;
     this._requiresGrad = false; // backward() looks at every tensor with requiresGrad
   }
@@ -815,7 +815,7 @@ export class Tensor {
     const target = Device.canonicalize(device);
     if (target === this.device) return this;
     Device.get(target); // an unknown device fails here, before anything runs
-    if (!Device.get(this.device).runsKernels()) return this.fromDisk(target);
+    if (Device.get(this.device).language() === undefined) return this.fromDisk(target);
     this.realize();
     const buf = newBuffer(this.shape, this.dtype, target);
     setBufferData(buf, bufferData(this.uop));
