@@ -1,6 +1,6 @@
 // Autograd on UOps: a table of derivative rules, one per primitive, and the reverse walk that applies them.
 import { resolveFunctions } from '../schedule/resolve.ts';
-import { Ops, opName, type ReduceOp } from '../uop/ops.ts';
+import { isTensorGraphOp, Ops, opName, type ReduceOp, type TensorGraphOp } from '../uop/ops.ts';
 import { fmtShape, type Shape } from '../uop/shape.ts';
 import { UOp } from '../uop/uop.ts';
 
@@ -58,10 +58,33 @@ export const MOVEMENT_BACK = {
   [Ops.PAD]: (u: UOp, x: UOp) => x.shrink(u.src[1]!.sizes, u.src[0]!.shape!),
 };
 
-/** The derivative rules. null: no gradient flows through the op (the walk stops there). */
-const RULES: Partial<Record<Ops, Rule | null>> = {
+/** A rule for an op a tensor graph may hold but no gradient is derived through yet: names it when reached. */
+const notYet =
+  (why: string): Rule =>
+  (_g, u) => {
+    throw new Error(
+      `gradient: ${opName(u.op)} (shape ${fmtShape(u.shape)}) lies between the loss and a target; ${why}`,
+    );
+  };
+
+/** The gradient moved back to the device its source is on. */
+const backTo = (g: UOp, src: UOp): UOp =>
+  src.device === null || src.device === g.device ? g : UOp.make(Ops.COPY, [g], src.device);
+
+/**
+ * The derivative rules, one for every op a tensor graph may hold (a missing one is a type error). null: no
+ * gradient flows through the op (piecewise constant, not arithmetic on values, a leaf, or void).
+ */
+const RULES: Record<TensorGraphOp, Rule | null> = {
   [Ops.ADD]: (g) => [g, g],
+  [Ops.SUB]: (g) => [g, g.neg()],
+  [Ops.NEG]: (g) => [g.neg()],
   [Ops.MUL]: (g, u) => [g.mul(u.src[1]!), g.mul(u.src[0]!)],
+  [Ops.MULACC]: (g, u) => [g.mul(u.src[1]!), g.mul(u.src[0]!), g],
+  [Ops.DIV]: (g, u) => {
+    const [x, y] = u.src as [UOp, UOp];
+    return [g.div(y), g.mul(x).div(y.mul(y)).neg()];
+  },
   // ties share the gradient equally (relu and abs get 1/2 and 0 at 0)
   [Ops.MAX]: (g, u) => {
     const [x, y] = u.src as [UOp, UOp];
@@ -73,6 +96,17 @@ const RULES: Partial<Record<Ops, Rule | null>> = {
   [Ops.SQRT]: (g, u) => [g.div(u.mul(2))],
   [Ops.EXP2]: (g, u) => [g.mul(u).mul(Math.LN2)],
   [Ops.LOG2]: (g, u) => [g.div(u.src[0]!.mul(Math.LN2))],
+  [Ops.POW]: (g, u) => {
+    const [x, y] = u.src as [UOp, UOp];
+    const dx = UOp.make(Ops.POW, [x, y.sub(1)]).mul(y);
+    return [
+      g.mul(dx),
+      g
+        .mul(u)
+        .mul(UOp.make(Ops.LOG2, [x]))
+        .mul(Math.LN2),
+    ];
+  },
   [Ops.SIN]: (g, u) => [g.mul(cos(u.src[0]!))],
   [Ops.WHERE]: (g, u) => [undefined, u.src[0]!.where(g, 0), u.src[0]!.where(0, g)],
   [Ops.CAST]: (g, u) => [g.cast(u.src[0]!.dtype)],
@@ -86,13 +120,31 @@ const RULES: Partial<Record<Ops, Rule | null>> = {
   [Ops.PAD]: (g, u) => [MOVEMENT_BACK[Ops.PAD](u, g)],
   [Ops.SHRINK]: (g, u) => [MOVEMENT_BACK[Ops.SHRINK](u, g)],
   [Ops.FLIP]: (g, u) => [MOVEMENT_BACK[Ops.FLIP](u, g)],
+  [Ops.STACK]: notYet('stacked values have no kernel yet (Tensor.stack builds pads and adds)'),
+  [Ops.INDEX]: notYet(
+    'indexing with UOp indices has no derivative rule (Tensor indexing builds gathers instead)',
+  ),
+  [Ops.REPLICATED]: notYet('values spread over several devices have no derivative rule yet'),
+  [Ops.COPY]: (g, u) => [backTo(g, u.src[0]!)],
+  [Ops.LOAD]: (g, u) => [backTo(g, u.src[0]!)],
   [Ops.CONTIGUOUS]: (g) => [g],
   [Ops.CONTIGUOUSBACKWARD]: (g) => [UOp.make(Ops.CONTIGUOUS, [g])],
   [Ops.DETACH]: null,
+  // functions are inlined before the walk; a CALL is a compiled kernel, opaque to it
+  [Ops.FUNCTION]: notYet('functions are inlined before gradients are taken'),
+  [Ops.CALL]: notYet('a CALL runs a compiled kernel, which has no derivative rule'),
+  [Ops.TUPLE]: notYet('functions are inlined before gradients are taken'),
+  [Ops.GETTUPLE]: notYet('functions are inlined before gradients are taken'),
+  [Ops.AFTER]: notYet('the gradient does not flow through an assign: take it before assigning'),
   // piecewise constant, or not arithmetic on the value: zero gradient
   [Ops.TRUNC]: null,
   [Ops.CMPLT]: null,
   [Ops.CMPNE]: null,
+  [Ops.CMPGT]: null,
+  [Ops.CMPGE]: null,
+  [Ops.CMPLE]: null,
+  [Ops.CMPEQ]: null,
+  [Ops.NOT]: null,
   [Ops.BITCAST]: null,
   [Ops.IDIV]: null,
   [Ops.MOD]: null,
@@ -102,7 +154,20 @@ const RULES: Partial<Record<Ops, Rule | null>> = {
   [Ops.SHL]: null,
   [Ops.SHR]: null,
   [Ops.THREEFRY]: null,
+  // leaves, and void ops (no gradient reaches a node without a value)
+  [Ops.BUFFER]: null,
+  [Ops.BUFFERVIEW]: null,
+  [Ops.PARAM]: null,
+  [Ops.CONST]: null,
+  [Ops.VCONST]: null,
+  [Ops.BINARY]: null,
+  [Ops.STORE]: null,
+  [Ops.GROUP]: null,
+  [Ops.SINK]: null,
 };
+
+/** The rule for op, or undefined for an op no tensor graph holds. */
+const ruleOf = (op: Ops): Rule | null | undefined => (isTensorGraphOp(op) ? RULES[op] : undefined);
 
 /**
  * The nodes of `order` (a toposort) that a gradient flows through from a seed: the seeds, and every float node
@@ -111,7 +176,7 @@ const RULES: Partial<Record<Ops, Rule | null>> = {
 export function gradientPath(order: readonly UOp[], seed: (u: UOp) => boolean): Set<UOp> {
   const onPath = new Set<UOp>();
   for (const u of order)
-    if (seed(u) || (u.dtype.isFloat && RULES[u.op] !== null && u.src.some((s) => onPath.has(s))))
+    if (seed(u) || (u.dtype.isFloat && ruleOf(u.op) !== null && u.src.some((s) => onPath.has(s))))
       onPath.add(u);
   return onPath;
 }
@@ -135,11 +200,11 @@ export function computeGradients(root: UOp, rootGrad: UOp, wanted: ReadonlySet<U
     const u = order[i]!;
     const g = grads.get(u);
     if (g === undefined || !u.src.some((s) => onPath.has(s))) continue;
-    const rule = RULES[u.op];
+    const rule = ruleOf(u.op);
     if (rule === null) continue; // a target computed by an op without gradient
     if (rule === undefined)
       throw new Error(
-        `gradient: no derivative rule for ${opName(u.op)} (shape ${fmtShape(u.shape)}), which lies between the loss and a target`,
+        `gradient: ${opName(u.op)} belongs in kernels, not in a tensor graph; it cannot carry a gradient`,
       );
     const srcGrads = rule(g, u);
     u.src.forEach((s, k) => {

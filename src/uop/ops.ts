@@ -168,6 +168,23 @@ export const GroupOp = {
 /** Every elementwise op: unary, binary and ternary, primitive or decomposed. */
 export const ALU: ReadonlySet<Ops> = new Set([...GroupOp.Unary, ...GroupOp.Binary, ...GroupOp.Ternary]);
 
+/** Ops that exist only in kernels and linear programs: a tensor graph holds every other op. */
+export const KERNEL_ONLY_OPS = [
+  Ops.RANGE,
+  Ops.END,
+  Ops.LINEAR,
+  Ops.BARRIER,
+  Ops.SPECIAL,
+  Ops.IF,
+  Ops.ENDIF,
+  Ops.WMMA,
+  Ops.CUSTOM,
+  Ops.ATOMICADD,
+] as const;
+export type TensorGraphOp = Exclude<Ops, (typeof KERNEL_ONLY_OPS)[number]>;
+const kernelOnly: ReadonlySet<Ops> = new Set(KERNEL_ONLY_OPS);
+export const isTensorGraphOp = (op: Ops): op is TensorGraphOp => !kernelOnly.has(op);
+
 /** The ops a REDUCE may reduce with. */
 export type ReduceOp = Ops.ADD | Ops.MAX | Ops.MUL;
 

@@ -2,7 +2,7 @@
 import { describe, expect, it } from 'vitest';
 import { AddrSpace, dtypes } from '../../src/dtype.ts';
 import { Context } from '../../src/helpers.ts';
-import { AxisType, GroupOp, Ops } from '../../src/uop/ops.ts';
+import { AxisType, GroupOp, isTensorGraphOp, Ops } from '../../src/uop/ops.ts';
 import {
   kernelSpec,
   linearSpec,
@@ -840,5 +840,10 @@ describe('the SPEC knob', () => {
     const ruled = new Set(STAGES.flatMap((s) => specs[s].flatMap((r) => [...r[1].ops!])));
     const ops = Object.values(Ops).filter((v): v is Ops => typeof v === 'number');
     expect(ops.filter((op) => !ruled.has(op)).map((op) => Ops[op])).toEqual([]);
+  });
+  it('the tensor stage rules exactly the ops a tensor graph holds (the gradient table covers those)', () => {
+    const ruled = new Set(specs.tensor.flatMap((r) => [...r[1].ops!]));
+    const ops = Object.values(Ops).filter((v): v is Ops => typeof v === 'number');
+    expect(ops.filter((op) => ruled.has(op) !== isTensorGraphOp(op)).map((op) => Ops[op])).toEqual([]);
   });
 });
