@@ -7,13 +7,18 @@ import { BEAM, beamSearch } from '../codegen/opt/search.ts';
 import { DEBUG } from '../helpers.ts';
 import { renderC } from '../renderer/c.ts';
 import { renderJS } from '../renderer/js.ts';
+import { renderSIMT } from '../renderer/simt.ts';
 import type { Backend, KernelLanguage, Program } from '../runtime/backend.ts';
 import { Device } from '../runtime/device.ts';
 import { printLinear, toCode } from '../uop/print.ts';
 import type { UOp } from '../uop/uop.ts';
 
 /** Source renderers by the language a device compiles. */
-const RENDERERS: Record<KernelLanguage, (name: string, linear: UOp) => string> = { C: renderC, JS: renderJS };
+const RENDERERS: Record<KernelLanguage, (name: string, linear: UOp) => string> = {
+  C: renderC,
+  JS: renderJS,
+  SIMT: renderSIMT,
+};
 
 /** What the kernel optimizer may use on a device. */
 const targetOf = (backend: Backend): Target => ({

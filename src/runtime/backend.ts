@@ -3,10 +3,10 @@ import type { Allocator } from './allocator.ts';
 import type { DeviceBuffer } from './buffer.ts';
 
 /** The device kinds; a device name is a kind, optionally with an index (`CPU:1`). */
-export type DeviceKind = 'CPU' | 'DISK' | 'JS' | 'NULL';
+export type DeviceKind = 'CPU' | 'DISK' | 'JS' | 'NULL' | 'SIMT';
 
 /** The source languages kernels are rendered in (a renderer each, chosen in engine/compile.ts). */
-export type KernelLanguage = 'C' | 'JS';
+export type KernelLanguage = 'C' | 'JS' | 'SIMT';
 
 /** A compiled kernel. */
 export interface Program {

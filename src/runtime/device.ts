@@ -3,14 +3,16 @@ import { ContextVar } from '../helpers.ts';
 import type { Backend, DeviceKind } from './backend.ts';
 import { JSBackend } from './js.ts';
 import { NullBackend } from './null.ts';
+import { SIMTBackend } from './simt.ts';
 
 /** The default device's name; empty: the detected one (CPU when a C compiler works in Node, else JS). */
 export const DEV = new ContextVar<string>('DEV', '');
 
-// JS and NULL run anywhere; devices that need Node (CPU) are added by its entry point, src/runtime/node.ts
+// JS, NULL and SIMT run anywhere; devices that need Node (CPU) are added by its entry point, src/runtime/node.ts
 const factories = new Map<string, (name: string) => Backend>([
   ['JS', (name) => new JSBackend(name)],
   ['NULL', (name) => new NullBackend(name)],
+  ['SIMT', (name) => new SIMTBackend(name)],
 ]);
 const opened = new Map<string, Backend>();
 let detectDefault = (): string => 'JS';

@@ -60,7 +60,6 @@ function fusable(r: UOp, users: Map<UOp, UOp[]>, realized: Set<UOp>): boolean {
   return true;
 }
 
-/** Decides which nodes get their own buffer: the roots, CONTIGUOUS, and reduces that cannot fuse. */
 /** Ops worth computing once rather than again for every copy an expand makes. */
 const EXPENSIVE = new Set([
   Ops.EXP2,

@@ -77,7 +77,7 @@ function program(x: Tensor, steps: readonly Step[]): Tensor {
   return t;
 }
 
-describe('differential: JS and CPU agree', () => {
+describe('differential: JS, CPU and SIMT agree', () => {
   it('on random programs', () => {
     fc.assert(
       fc.property(
@@ -91,10 +91,11 @@ describe('differential: JS and CPU agree', () => {
               program(new Tensor(data, { device }).reshape([a, b]), steps).dataSync() as Float32Array,
             );
           const js = run('JS');
-          const cpu = run('CPU');
-          expect(cpu.length).toBe(js.length);
-          for (const [i, v] of cpu.entries())
-            expect(Math.abs(v - js[i]!)).toBeLessThanOrEqual(1e-5 * Math.max(1, Math.abs(js[i]!)));
+          for (const other of [run('CPU'), run('SIMT')]) {
+            expect(other.length).toBe(js.length);
+            for (const [i, v] of other.entries())
+              expect(Math.abs(v - js[i]!)).toBeLessThanOrEqual(1e-5 * Math.max(1, Math.abs(js[i]!)));
+          }
         },
       ),
       { numRuns: 25, seed: 42 },

@@ -1,0 +1,59 @@
+// The SIMT emulator's "source": a LINEAR program written out as JSON, one entry per instruction, which
+// src/runtime/simt.ts reads back and steps through with all threads of a workgroup at once.
+import type { ConstValue } from '../dtype.ts';
+import { AddrSpace } from '../dtype.ts';
+import type { SimtArg, SimtInstruction, SimtProgram } from '../runtime/simt.ts';
+import { ALU, Ops, opName } from '../uop/ops.ts';
+import type { UOp } from '../uop/uop.ts';
+
+/** Ops whose result is a value (a vector of several lanes in a kernel with vector types). */
+const VALUES = new Set([...ALU, Ops.LOAD, Ops.STACK, Ops.BITCAST]);
+
+/** What JSON cannot hold (bigints, infinities, NaN) travels as a string: decimal digits or `Infinity`. */
+const constant = (v: ConstValue) =>
+  typeof v === 'bigint' || (typeof v === 'number' && !Number.isFinite(v)) ? String(v) : v;
+
+function argOf(u: UOp): SimtArg | undefined {
+  switch (u.op) {
+    case Ops.CONST:
+      return { value: constant(u.constValue) };
+    case Ops.PARAM: {
+      const a = u.argOf(Ops.PARAM);
+      if (typeof a.slot !== 'number')
+        throw new Error(`render SIMT: symbolic variables are not supported yet (${a.slot})`);
+      const size = u.src[0]!.sizes[0];
+      if (typeof size !== 'number')
+        throw new Error('render SIMT: buffers of symbolic size are not supported yet');
+      return { slot: a.slot, dtype: a.dtype.name, addrspace: a.addrspace ?? AddrSpace.GLOBAL, size };
+    }
+    case Ops.SPECIAL:
+      return { name: u.argOf(Ops.SPECIAL) };
+    case Ops.RANGE:
+      return { id: u.argOf(Ops.RANGE).id };
+    default:
+      return undefined;
+  }
+}
+
+/** The LINEAR program `linear`, as the SIMT device reads it. */
+export function renderSIMT(name: string, linear: UOp): string {
+  const position = new Map<UOp, number>();
+  const instructions: SimtInstruction[] = [];
+  for (const u of linear.src) {
+    if (u.lanes > 1 && VALUES.has(u.op) && u.dtype.name !== 'index')
+      throw new Error(
+        `render SIMT: vector values are not supported yet (${opName(u.op)} of ${u.lanes} lanes)`,
+      );
+    position.set(u, instructions.length);
+    const src = u.src.map((s) => {
+      const p = position.get(s);
+      // a PARAM's or RANGE's size operand outside the list is only its shape
+      return p ?? -1;
+    });
+    const arg = argOf(u);
+    instructions.push(
+      arg === undefined ? [opName(u.op), u.dtype.name, src] : [opName(u.op), u.dtype.name, src, arg],
+    );
+  }
+  return JSON.stringify({ name, instructions } satisfies SimtProgram);
+}

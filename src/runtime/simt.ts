@@ -1,0 +1,314 @@
+// The SIMT device: an emulated GPU in JavaScript, so that GPU-style kernels (workgroups of threads, SPECIAL
+// indices, LOCAL memory, BARRIER, IF/ENDIF) run and are checked in CI without a GPU. The threads of a workgroup
+// step through the LINEAR program together, one instruction at a time for all of them, as a GPU's do; an IF
+// masks the threads whose gate is false. It checks what a GPU leaves undefined: loads and stores outside a
+// buffer, a BARRIER that not every thread of the group reaches, loop bounds that differ between threads.
+import {
+  type AddrSpace,
+  type ConstValue,
+  type DType,
+  dtypeByName,
+  readElement,
+  type StorageArray,
+  toStorage,
+  writeElement,
+} from '../dtype.ts';
+import { execAlu } from '../uop/alu.ts';
+import { Ops } from '../uop/ops.ts';
+import { HostAllocator } from './allocator.ts';
+import { Backend, checkBuffers, type KernelLanguage, type Program, secondsSince } from './backend.ts';
+import type { DeviceBuffer } from './buffer.ts';
+
+// what src/renderer/simt.ts writes
+/** One instruction: its op's name, dtype name, the positions of its sources in the list, and its arg. */
+export type SimtInstruction = [op: string, dtype: string, src: number[], arg?: SimtArg];
+export type SimtArg =
+  | { value: string | number | boolean }
+  | { slot: number; dtype: string; addrspace: AddrSpace; size: number }
+  | { name: string }
+  | { id: number };
+
+export interface SimtProgram {
+  name: string;
+  instructions: SimtInstruction[];
+}
+
+export class SIMTBackend extends Backend {
+  constructor(name: string) {
+    super(name, 'SIMT', new HostAllocator(name));
+  }
+
+  language(): KernelLanguage {
+    return 'SIMT';
+  }
+
+  compile(name: string, source: string): Program {
+    return new SIMTProgram(this, name, JSON.parse(source) as SimtProgram);
+  }
+
+  // the emulator steps scalar instructions (vector loads come with the GPU renderers)
+  override vectorTypes(): boolean {
+    return false;
+  }
+}
+
+type V = ConstValue;
+/** One value per thread of the workgroup. */
+type Lanes = V[];
+
+/** An instruction, decoded once at compile time. */
+interface Step {
+  op: Ops;
+  dtype: DType;
+  src: number[];
+  /** The dtype ALU semantics are taken in (the operands'; a WHERE's value operands'). */
+  operand: DType;
+  value?: V;
+  special?: { kind: 'gidx' | 'lidx'; dim: number };
+  memory?: { slot: number; dtype: DType; space: 'GLOBAL' | 'LOCAL' | 'REG'; size: number };
+}
+
+const OPS = new Map(Object.entries(Ops).filter((e): e is [string, Ops] => typeof e[1] === 'number'));
+
+function decode(name: string, [op, dtype, src, arg]: SimtInstruction, steps: readonly Step[]): Step {
+  const code = OPS.get(op);
+  if (code === undefined) throw new Error(`SIMT: kernel ${name}: unknown instruction ${op}`);
+  const d = dtypeByName(dtype);
+  const first = src[0] === undefined ? undefined : steps[src[0]];
+  const step: Step = { op: code, dtype: d, src, operand: code === Ops.WHERE ? d : (first?.dtype ?? d) };
+  if (arg !== undefined && 'value' in arg)
+    step.value =
+      typeof arg.value !== 'string' ? arg.value : d.isFloat ? Number(arg.value) : BigInt(arg.value);
+  if (arg !== undefined && 'slot' in arg)
+    step.memory = {
+      slot: arg.slot,
+      dtype: dtypeByName(arg.dtype),
+      space: arg.addrspace as 'GLOBAL' | 'LOCAL' | 'REG',
+      size: arg.size,
+    };
+  if (arg !== undefined && 'name' in arg) {
+    const m = /^(gidx|lidx)(\d)$/.exec(arg.name);
+    if (m === null) throw new Error(`SIMT: kernel ${name}: a SPECIAL is gidxN or lidxN, got ${arg.name}`);
+    step.special = { kind: m[1] as 'gidx' | 'lidx', dim: Number(m[2]) };
+  }
+  return step;
+}
+
+/** The grid: workgroups per dimension (gidx bounds) and threads per workgroup (lidx bounds). */
+function gridOf(steps: readonly Step[]): { groups: number[]; threads: number[] } {
+  const groups = [1, 1, 1];
+  const threads = [1, 1, 1];
+  for (const s of steps) {
+    if (s.special === undefined) continue;
+    const bound = steps[s.src[0]!]?.value;
+    if (typeof bound !== 'number') throw new Error('SIMT: a SPECIAL needs a constant bound');
+    (s.special.kind === 'gidx' ? groups : threads)[s.special.dim] = bound;
+  }
+  return { groups, threads };
+}
+
+class SIMTProgram implements Program {
+  private readonly steps: Step[] = [];
+  private readonly grid: { groups: number[]; threads: number[] };
+  /** Where each RANGE's END is, and each IF's ENDIF (to skip a block no thread enters). */
+  private readonly ends = new Map<number, number>();
+
+  constructor(
+    private readonly backend: SIMTBackend,
+    readonly name: string,
+    program: SimtProgram,
+  ) {
+    for (const ins of program.instructions) this.steps.push(decode(name, ins, this.steps));
+    this.grid = gridOf(this.steps);
+    const open: number[] = [];
+    this.steps.forEach((s, i) => {
+      if (s.op === Ops.RANGE || s.op === Ops.IF) open.push(i);
+      if (s.op === Ops.ENDIF) this.ends.set(open.pop()!, i);
+      if (s.op === Ops.END) for (let k = 1; k < s.src.length; k++) this.ends.set(open.pop()!, i);
+    });
+  }
+
+  get device(): string {
+    return this.backend.name;
+  }
+
+  run(bufs: readonly DeviceBuffer[], _vals: readonly number[] = [], timed = false): number {
+    checkBuffers(this.backend, this.name, bufs);
+    const start = timed ? performance.now() : 0;
+    const globals = bufs.map((b) => b.view());
+    const [gx, gy, gz] = this.grid.groups as [number, number, number];
+    for (let z = 0; z < gz; z++)
+      for (let y = 0; y < gy; y++) for (let x = 0; x < gx; x++) this.runGroup(globals, [x, y, z]);
+    return timed ? secondsSince(start) : 0;
+  }
+
+  private fail(pc: number, what: string): never {
+    throw new Error(`SIMT: kernel ${this.name}, instruction ${pc} (${Ops[this.steps[pc]!.op]}): ${what}`);
+  }
+
+  /** Runs one workgroup: every thread of it through the program together. */
+  private runGroup(globals: readonly StorageArray[], group: readonly number[]): void {
+    const [tx, ty] = this.grid.threads as [number, number, number];
+    const count = this.grid.threads.reduce((a, b) => a * b, 1);
+    const lid = (t: number, dim: number) =>
+      dim === 0 ? t % tx : dim === 1 ? Math.floor(t / tx) % ty : Math.floor(t / (tx * ty));
+    const steps = this.steps;
+    const values: (Lanes | undefined)[] = new Array(steps.length);
+    // LOCAL memory is the group's; REG memory (accumulators) is each thread's
+    const memory = new Map<number, StorageArray | V[]>();
+    const uniform = (v: V): Lanes => new Array<V>(count).fill(v);
+    let mask: boolean[] = new Array<boolean>(count).fill(true);
+    const masks: boolean[][] = [];
+    const loops: { pc: number; i: number; bound: number }[] = [];
+    const bufferOf = (pc: number): number => {
+      let p = pc;
+      while (steps[p]!.op === Ops.AFTER) p = steps[p]!.src[0]!;
+      return p;
+    };
+    const place = (indexPc: number) => {
+      const ix = steps[indexPc]!;
+      if (ix.op !== Ops.INDEX) this.fail(indexPc, 'a LOAD or STORE goes through an INDEX');
+      const bufPc = bufferOf(ix.src[0]!);
+      const mem = steps[bufPc]!.memory;
+      if (mem === undefined) this.fail(indexPc, 'an INDEX into something other than a buffer');
+      let data = memory.get(bufPc);
+      if (data === undefined) {
+        if (mem.space === 'GLOBAL') {
+          data = globals[mem.slot];
+          if (data === undefined) this.fail(bufPc, `no buffer passed for data${mem.slot}`);
+        } else
+          data =
+            mem.space === 'LOCAL'
+              ? toStorage(mem.dtype, new Array(mem.size).fill(0))
+              : new Array<V>(mem.size * count);
+        memory.set(bufPc, data);
+      }
+      return { mem, data, idx: values[ix.src[1]!]! };
+    };
+    /** Element i of a buffer for thread t; accumulators live per thread. */
+    const address = (mem: NonNullable<Step['memory']>, i: V, t: number, pc: number): number => {
+      const k = Number(i);
+      if (!(k >= 0 && k < mem.size))
+        this.fail(
+          pc,
+          `thread ${t} of group ${group.join(',')} reaches element ${k} of a ${mem.space} buffer of ${mem.size} (data${mem.slot})`,
+        );
+      return mem.space === 'REG' ? t * mem.size + k : k;
+    };
+
+    for (let pc = 0; pc < steps.length; pc++) {
+      const s = steps[pc]!;
+      const arg = (k: number) => values[s.src[k]!]!;
+      switch (s.op) {
+        case Ops.CONST:
+          values[pc] = uniform(s.value!);
+          continue;
+        case Ops.PARAM:
+        case Ops.STACK:
+        case Ops.GROUP:
+        case Ops.AFTER:
+        case Ops.INDEX:
+          continue;
+        case Ops.SPECIAL: {
+          const { kind, dim } = s.special!;
+          values[pc] =
+            kind === 'gidx' ? uniform(group[dim]!) : Array.from({ length: count }, (_, t) => lid(t, dim));
+          continue;
+        }
+        case Ops.LOAD: {
+          const { mem, data, idx } = place(s.src[0]!);
+          const alt = s.src.length === 3 ? arg(1) : undefined;
+          const gate = s.src.length === 3 ? arg(2) : undefined;
+          const out = new Array<V>(count);
+          for (let t = 0; t < count; t++) {
+            if (!mask[t] || (gate !== undefined && !gate[t])) out[t] = alt?.[t] ?? 0;
+            else if (mem.space === 'REG') out[t] = (data as V[])[address(mem, idx[t]!, t, pc)]!;
+            else out[t] = readElement(mem.dtype, data as StorageArray, address(mem, idx[t]!, t, pc));
+          }
+          values[pc] = out;
+          continue;
+        }
+        case Ops.STORE: {
+          const { mem, data, idx } = place(s.src[0]!);
+          const value = arg(1);
+          const gate = s.src.length === 3 ? arg(2) : undefined;
+          for (let t = 0; t < count; t++) {
+            if (!mask[t] || (gate !== undefined && !gate[t])) continue;
+            const at = address(mem, idx[t]!, t, pc);
+            if (mem.space === 'REG') (data as V[])[at] = value[t]!;
+            else writeElement(mem.dtype, data as StorageArray, at, value[t]!);
+          }
+          continue;
+        }
+        case Ops.RANGE: {
+          const bound = Number(arg(0)[0]);
+          if (arg(0).some((b) => Number(b) !== bound))
+            this.fail(pc, 'the loop bound differs between threads');
+          if (bound <= 0) {
+            pc = this.ends.get(pc)!;
+            continue;
+          }
+          loops.push({ pc, i: 0, bound });
+          values[pc] = uniform(0);
+          continue;
+        }
+        case Ops.END: {
+          // closes the innermost loops, one per range it names: the first unfinished one goes round again
+          let again = false;
+          for (let k = 1; k < s.src.length && !again; k++) {
+            const loop = loops[loops.length - 1]!;
+            if (++loop.i < loop.bound) {
+              values[loop.pc] = uniform(loop.i);
+              pc = loop.pc;
+              again = true;
+            } else loops.pop();
+          }
+          continue;
+        }
+        case Ops.IF: {
+          masks.push(mask);
+          const gate = arg(0);
+          mask = mask.map((m, t) => m && Boolean(gate[t]));
+          if (!mask.includes(true)) {
+            pc = this.ends.get(pc)! - 1; // the ENDIF restores the mask
+          }
+          continue;
+        }
+        case Ops.ENDIF:
+          mask = masks.pop()!;
+          continue;
+        case Ops.BARRIER:
+          if (mask.includes(false))
+            this.fail(pc, 'a BARRIER inside a branch that not every thread of the group takes');
+          continue;
+      }
+      values[pc] = this.alu(
+        pc,
+        s,
+        s.src.map((k) => values[k]!),
+        count,
+        mask,
+      );
+    }
+  }
+
+  /** An elementwise op for every thread; an integer division by zero on a thread that runs it is an error. */
+  private alu(pc: number, s: Step, args: Lanes[], count: number, mask: boolean[]): Lanes {
+    const out = new Array<V>(count);
+    const operands = new Array<V>(args.length);
+    for (let t = 0; t < count; t++) {
+      for (let k = 0; k < args.length; k++) operands[k] = args[k]![t]!;
+      const v = execAlu(s.op, s.operand, operands, s.dtype);
+      if (v === undefined) {
+        // C leaves a float-to-int cast of NaN or infinity undefined: the emulator gives 0
+        if (s.op === Ops.CAST || !mask[t]) out[t] = 0;
+        else
+          this.fail(
+            pc,
+            `thread ${t} computes ${Ops[s.op]} of ${operands.join(', ')}, which has no value (division by zero?)`,
+          );
+      } else out[t] = v;
+    }
+    return out;
+  }
+}
