@@ -19,7 +19,7 @@ describe('Device', () => {
   });
 
   it('lists the valid names for an unknown device', () => {
-    const valid = 'valid devices are CPU, DISK, JS, NULL, optionally with an index (CPU:1)';
+    const valid = 'valid devices are CPU, DISK, JS, NULL, SIMT, optionally with an index (CPU:1)';
     expect(() => Device.get('GPU')).toThrow(`unknown device 'GPU': ${valid}`);
     expect(() => Device.get('CPU:x')).toThrow(`unknown device 'CPU:x': ${valid}`);
     expect(() => Device.get('')).toThrow(`unknown device '': ${valid}`);
