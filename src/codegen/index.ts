@@ -11,6 +11,7 @@ import { collapseReduces } from './collapse.ts';
 import { decompose } from './decompose.ts';
 import { expandRanges, laneRange } from './expand.ts';
 import { simplifyGatedAddresses } from './gates.ts';
+import { gridIndices, outputsToGlobal } from './grid.ts';
 import { linearize } from './linearize.ts';
 import { handCodedOpts } from './opt/heuristic.ts';
 import { applyOpts, CPU_TARGET, type Opt, type Target } from './opt/opts.ts';
@@ -107,6 +108,7 @@ export function lowerKernel(ast: UOp, opts: LowerOptions = {}): LoweredKernel {
   k = decompose(k, opts.lacks ?? new Set());
   k = collapseReduces(k);
   const target = opts.target ?? CPU_TARGET;
+  if (target.grid !== undefined) k = outputsToGlobal(k);
   const applied = opts.opts ?? handCodedOpts(k, target);
   k = applyOpts(k, applied, target);
   const named = k; // named after the loops that remain
@@ -115,6 +117,7 @@ export function lowerKernel(ast: UOp, opts: LowerOptions = {}): LoweredKernel {
     console.log(`${kernelName(named)}: scalar copies: ${vectorized}`);
   k = typeof vectorized === 'string' ? expandRanges(k) : vectorized;
   k = reduceToAccumulators(k);
+  if (target.grid !== undefined) k = gridIndices(k);
   const linear = linearize(k);
   verifyStage(linear, 'linear');
   return {

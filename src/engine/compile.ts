@@ -27,6 +27,7 @@ const targetOf = (backend: Backend): Target => ({
   vectors: backend.vectorTypes(),
   registers: backend.registers(),
   vectorBytes: backend.vectorBytes(),
+  grid: backend.workgroups(),
 });
 
 /** What decides the opts a kernel gets on a device, for the program and plan caches' keys. */

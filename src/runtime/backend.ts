@@ -48,6 +48,14 @@ export abstract class Backend {
   /** The language its compiler takes kernels in; undefined where it only holds data (files) and runs none. */
   abstract language(): KernelLanguage | undefined;
 
+  /**
+   * A GPU's workgroups: the most threads in one and the bytes of memory they share. Undefined for a device
+   * whose kernels are loops (a CPU); defined, kernels run on a grid of workgroups (src/codegen/grid.ts).
+   */
+  workgroups(): { maxThreads: number; localBytes: number } | undefined {
+    return undefined;
+  }
+
   /** Whether its kernels have vector types, so the optimizer may give them lanes. */
   vectorTypes(): boolean {
     return true;

@@ -46,6 +46,11 @@ export class SIMTBackend extends Backend {
     return new SIMTProgram(this, name, JSON.parse(source) as SimtProgram);
   }
 
+  // as a small GPU's (CUDA allows 1024 threads and 48 KiB of static shared memory; tests stay small)
+  override workgroups() {
+    return { maxThreads: 256, localBytes: 48 * 1024 };
+  }
+
   // the emulator steps scalar instructions (vector loads come with the GPU renderers)
   override vectorTypes(): boolean {
     return false;

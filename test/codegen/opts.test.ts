@@ -265,7 +265,7 @@ describe('opts', () => {
 describe('illegal opts', () => {
   const k = kernelOf(tensor([6, 32]).sum(1));
   const axes = 'kernel axes: 0:L6 1:R32';
-  const gpu: Target = { ...CPU_TARGET, localMemory: true };
+  const gpu: Target = { ...CPU_TARGET, grid: { maxThreads: 256, localBytes: 48 * 1024 } };
   const refuse = (opts: Opt[], target?: Target) => () => applyOpts(k.ast, opts, target);
   const split = (axis: number, factor: number, target: AxisType, top?: boolean): Opt => ({
     op: 'SPLIT',

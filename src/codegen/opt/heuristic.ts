@@ -264,6 +264,31 @@ function threads(ast: UOp, target: Target): Opt[] {
   return [];
 }
 
+/** Threads a GPU workgroup gets from the heuristics, at most, and the LOCAL factors they try, largest first. */
+const LOCAL_THREADS = 128;
+const LOCAL_FACTORS = [32, 16, 8, 4, 2];
+
+/** GPU workgroups: LOCAL splits of up to three output axes, innermost first (neighbouring threads, neighbouring memory). */
+function locals(ast: UOp, target: Target): Opt[] {
+  const opts: Opt[] = [];
+  const ranges = kernelRanges(ast);
+  let threads = 1;
+  // a split adds a range after the one split, so going from the innermost axis outwards keeps axis numbers
+  for (let axis = ranges.length - 1; axis >= 0 && opts.length < 3; axis--) {
+    const n = constSize(ranges[axis]!);
+    if (rangeArg(ranges[axis]!).type !== AxisType.GLOBAL || n === undefined) continue;
+    const budget = Math.min(LOCAL_THREADS, target.grid!.maxThreads) / threads;
+    const factor = dividing(
+      n,
+      LOCAL_FACTORS.filter((f) => f <= budget),
+    );
+    if (factor === undefined) continue;
+    opts.push({ op: 'SPLIT', axis, factor, target: AxisType.LOCAL });
+    threads *= factor;
+  }
+  return opts;
+}
+
 /** Plain reduce loops unrolled by UNROLL_BY (scalar copies whose sum overlaps the next step's). */
 function unrolls(ast: UOp): Opt[] {
   const opts: Opt[] = [];
@@ -285,6 +310,10 @@ function unrolls(ast: UOp): Opt[] {
 /** The opts a kernel gets for the target: threads, then vector lanes (the first rule that applies), then unrolls. */
 export function handCodedOpts(ast: UOp, target: Target): Opt[] {
   if (NOOPT.value) return [];
+  if (target.grid !== undefined) {
+    const grid = locals(ast, target);
+    return [...grid, ...unrolls(applyOpts(ast, grid, target))];
+  }
   const opts = [...threads(ast, target)];
   const threaded = applyOpts(ast, opts, target);
   if (target.vectors) {

@@ -20,10 +20,18 @@ export type Opt =
    */
   | { op: 'TC'; axis: number; tc: number; opt: number; mode: number };
 
+/** A GPU's grid of workgroups: output axes run as workgroups (GLOBAL) and as threads of one (LOCAL). */
+export interface Grid {
+  /** Threads in one workgroup, at most: the LOCAL axes' sizes multiply. */
+  maxThreads: number;
+  /** Bytes of workgroup-shared memory, where LOCAL and GROUP_REDUCE axes combine their values. */
+  localBytes: number;
+}
+
 /** What legality needs to know about the device a kernel is for. */
 export interface Target {
-  /** Workgroup-shared memory: LOCAL and GROUP_REDUCE axes live in it. */
-  localMemory: boolean;
+  /** Workgroups with shared memory (a GPU), or undefined for a CPU: LOCAL and GROUP_REDUCE axes need them. */
+  grid?: Grid;
   /** Warp-level matrix multiply instructions, which TC uses. */
   tensorCores: boolean;
   /** The largest factor of one UPCAST or UNROLL split: its copies live in registers, and more would spill. */
@@ -40,7 +48,6 @@ export interface Target {
 
 /** A CPU without vector types (the JS device): no local memory, no tensor cores. Devices set their thread count. */
 export const CPU_TARGET: Target = {
-  localMemory: false,
   tensorCores: false,
   maxUpcast: 16,
   threads: 8,
@@ -122,7 +129,7 @@ function splitIllegal(o: Extract<Opt, { op: 'SPLIT' }>, k: Kernel): string | und
   const rule = SPLITS[o.target];
   if (rule === undefined)
     return `${o.target} is not a split target (those are ${Object.keys(SPLITS).join(', ')})`;
-  if (rule.local && !k.target.localMemory)
+  if (rule.local && k.target.grid === undefined)
     return `${o.target} axes need local memory, which the target does not have`;
   if (rule.local && k.noLocals) return `NOLOCALS came earlier, so no ${o.target} axis may be made`;
   const r = k.ranges[o.axis]!;
@@ -144,6 +151,11 @@ function splitIllegal(o: Extract<Opt, { op: 'SPLIT' }>, k: Kernel): string | und
     );
     if (threads > k.target.threads)
       return `${threads} threads exceed the target's ${k.target.threads} (the THREAD axes' sizes multiply)`;
+  }
+  if (o.target === LOCAL) {
+    const threads = k.ranges.reduce((p, x) => (rangeArg(x).type === LOCAL ? p * constSize(x)! : p), o.factor);
+    if (threads > k.target.grid!.maxThreads)
+      return `${threads} threads in a workgroup exceed the target's ${k.target.grid!.maxThreads} (the LOCAL axes' sizes multiply)`;
   }
   return undefined;
 }
@@ -178,7 +190,8 @@ function swapIllegal(o: Extract<Opt, { op: 'SWAP' }>, k: Kernel): string | undef
 }
 
 function noLocalsIllegal(k: Kernel): string | undefined {
-  if (!k.target.localMemory) return 'the target has no local memory, so there are no local axes to turn off';
+  if (k.target.grid === undefined)
+    return 'the target has no local memory, so there are no local axes to turn off';
   if (k.noLocals) return 'NOLOCALS came earlier already';
   const local = k.ranges.filter((r) => rangeArg(r).type === LOCAL || rangeArg(r).type === GROUP_REDUCE);
   if (local.length > 0)

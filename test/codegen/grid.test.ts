@@ -1,0 +1,111 @@
+// GPU-style kernels: output axes as workgroups (GLOBAL) and threads (LOCAL) read from SPECIAL indices, run on the
+// SIMT emulator and compared with the JS device.
+import { describe, expect, it } from 'vitest';
+import { lowerKernel } from '../../src/codegen/index.ts';
+import { CPU_TARGET, type Opt, type Target } from '../../src/codegen/opt/opts.ts';
+import { dtypes } from '../../src/dtype.ts';
+import { scheduleOf } from '../../src/engine/realize.ts';
+import { Tensor } from '../../src/tensor/index.ts';
+import { AxisType, Ops } from '../../src/uop/ops.ts';
+
+const gpu: Target = { ...CPU_TARGET, threads: 1, grid: { maxThreads: 256, localBytes: 48 * 1024 } };
+
+const ramp = (shape: number[], device: string) =>
+  Tensor.arange(
+    shape.reduce((a, b) => a * b, 1),
+    undefined,
+    undefined,
+    { device, dtype: dtypes.float32 },
+  ).reshape(shape);
+
+/** The SPECIAL names and RANGE count of t's one kernel lowered for the GPU target with opts. */
+function lowered(t: Tensor, opts?: Opt[]) {
+  const { kernels } = scheduleOf([t]);
+  expect(kernels).toHaveLength(1);
+  const { linear } = lowerKernel(kernels[0]!.ast, { target: gpu, opts });
+  return {
+    specials: linear.src
+      .filter((u) => u.op === Ops.SPECIAL)
+      .map((u) => [u.arg, Number(u.src[0]!.constValue)]),
+    loops: linear.src.filter((u) => u.op === Ops.RANGE).length,
+  };
+}
+
+describe('grid lowering', () => {
+  it('makes output axes workgroup indices, innermost as dimension 0, and keeps reduce loops', () => {
+    expect(lowered(ramp([2, 3, 4], 'SIMT').add(1), [])).toEqual({
+      specials: [
+        ['gidx0', 4],
+        ['gidx1', 3],
+        ['gidx2', 2],
+      ],
+      loops: 0,
+    });
+    expect(lowered(ramp([2, 3, 4], 'SIMT').sum(2), [])).toEqual({
+      specials: [
+        ['gidx0', 3],
+        ['gidx1', 2],
+      ],
+      loops: 1,
+    });
+  });
+
+  it('makes LOCAL axes thread indices', () => {
+    const split: Opt = { op: 'SPLIT', axis: 1, factor: 8, target: AxisType.LOCAL };
+    expect(lowered(ramp([3, 32], 'SIMT').mul(2), [split]).specials).toEqual([
+      ['gidx0', 4],
+      ['lidx0', 8],
+      ['gidx1', 3],
+    ]);
+  });
+
+  it('counts axes past the third through the last dimension', () => {
+    expect(lowered(ramp([2, 3, 2, 5, 4], 'SIMT').add(1), []).specials).toEqual([
+      ['gidx0', 4],
+      ['gidx1', 5],
+      ['gidx2', 12],
+    ]);
+  });
+
+  it('refuses more threads in a workgroup than the target has', () => {
+    const { kernels } = scheduleOf([ramp([512, 2], 'SIMT').add(1)]);
+    const opts: Opt[] = [
+      { op: 'SPLIT', axis: 0, factor: 32, target: AxisType.LOCAL },
+      { op: 'SPLIT', axis: 2, factor: 2, target: AxisType.LOCAL },
+      { op: 'SPLIT', axis: 0, factor: 8, target: AxisType.LOCAL },
+    ];
+    expect(() => lowerKernel(kernels[0]!.ast, { target: gpu, opts })).toThrow(
+      "512 threads in a workgroup exceed the target's 256 (the LOCAL axes' sizes multiply)",
+    );
+  });
+});
+
+describe('GPU-style kernels on SIMT', () => {
+  const programs: Record<string, (d: string) => Tensor> = {
+    elementwise: (d) =>
+      ramp([6, 40], d)
+        .mul(0.5)
+        .exp2()
+        .sub(ramp([40], d)),
+    'five axes': (d) => ramp([2, 3, 2, 5, 4], d).permute([4, 2, 0, 3, 1]).add(1).contiguous(),
+    'reduce per thread': (d) => ramp([16, 33], d).sin().sum(1),
+    matmul: (d) =>
+      ramp([8, 12], d)
+        .div(50)
+        .matmul(ramp([12, 16], d).div(70))
+        .relu(),
+    conv: (d) =>
+      ramp([1, 2, 6, 6], d)
+        .div(40)
+        .conv2d(ramp([4, 2, 3, 3], d).div(90), undefined, { padding: 1 }),
+    'max and where': (d) => {
+      const x = ramp([5, 24], d).sin();
+      return x.eq(x.max(1, true)).where(x, 0);
+    },
+  };
+  for (const [name, f] of Object.entries(programs))
+    it(name, () => {
+      const want = f('JS').tolist();
+      expect(f('SIMT').tolist()).toEqual(want);
+    });
+});
