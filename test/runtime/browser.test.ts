@@ -56,7 +56,9 @@ describe('browser entry', () => {
     const got = JSON.parse(runInContext(program, page, { timeout: 10_000 }) as string);
 
     expect([got.kinds, got.device]).toEqual([['JS', 'NULL', 'SIMT'], 'JS']);
-    expect(got.cpu).toBe("unknown device 'CPU': valid devices are JS, NULL, SIMT, optionally with an index (JS:1)");
+    expect(got.cpu).toBe(
+      "unknown device 'CPU': valid devices are JS, NULL, SIMT, optionally with an index (JS:1)",
+    );
     const h = A.map((row) =>
       B[0]!.map((_, j) =>
         Math.max(
