@@ -1,19 +1,23 @@
 // The grid of a GPU kernel: its output loops are not loops there. Each GLOBAL axis is the index of a
 // workgroup and each LOCAL axis the index of a thread within one, read from a SPECIAL (gidxN, lidxN). Dimension
 // 0 is the innermost axis, as on GPUs, where neighbouring threads of dimension 0 access neighbouring memory.
+// A GROUP_REDUCE axis is a thread index too: each thread reduces its share, and the shares meet in LOCAL memory.
+import { AddrSpace } from '../dtype.ts';
 import { AxisType, Ops } from '../uop/ops.ts';
 import { graphRewrite, PatternMatcher, substitute, UPat } from '../uop/pattern.ts';
 import { UOp } from '../uop/uop.ts';
+import { constSize, kernelRanges, rangeArg } from './opt/axes.ts';
+import { rangesOf } from './scope.ts';
 
 /** GPUs index workgroups and their threads in three dimensions; further axes share the last one. */
 const DIMS = 3;
 
-const rangesOf = (ast: UOp, type: AxisType) =>
+const rangesOfType = (ast: UOp, type: AxisType) =>
   ast.toposort().filter((u) => u.op === Ops.RANGE && u.argOf(Ops.RANGE).type === type);
 
 /** The kernel with its output loops as GLOBAL axes: what a GPU target's opts split into workgroups and threads. */
 export function outputsToGlobal(ast: UOp): UOp {
-  const loops = rangesOf(ast, AxisType.LOOP);
+  const loops = rangesOfType(ast, AxisType.LOOP);
   return substitute(
     ast,
     new Map(loops.map((r) => [r, UOp.range(r.src[0]!, r.argOf(Ops.RANGE).id, AxisType.GLOBAL)])),
@@ -78,8 +82,73 @@ const dropIndices = new PatternMatcher([
 export function gridIndices(ast: UOp): UOp {
   const to = new Map<UOp, UOp>();
   const byId = (a: UOp, b: UOp) => a.argOf(Ops.RANGE).id - b.argOf(Ops.RANGE).id;
-  specials(rangesOf(ast, AxisType.GLOBAL).sort(byId), 'gidx', to);
-  specials(rangesOf(ast, AxisType.LOCAL).sort(byId), 'lidx', to);
+  specials(rangesOfType(ast, AxisType.GLOBAL).sort(byId), 'gidx', to);
+  // a GROUP_REDUCE axis is a thread of the group too
+  specials(
+    [...rangesOfType(ast, AxisType.LOCAL), ...rangesOfType(ast, AxisType.GROUP_REDUCE)].sort(byId),
+    'lidx',
+    to,
+  );
   if (to.size === 0) return ast;
   return graphRewrite(substitute(ast, to), dropIndices, { name: 'grid indices' });
+}
+
+/** Thread axes a partial result is kept apart by in LOCAL memory: every thread and UPCAST copy has its slot. */
+const SLOT_AXES: ReadonlySet<AxisType> = new Set([AxisType.LOCAL, AxisType.UPCAST, AxisType.GROUP_REDUCE]);
+
+interface GroupCtx {
+  nextRange: number;
+  nextBuffer: number;
+}
+
+/** Row-major offset of the ranges' indices (constant sizes: opts split only those). */
+function offsetOf(ranges: readonly UOp[], index: readonly UOp[]): UOp {
+  let offset = UOp.index(0);
+  let stride = 1;
+  for (let k = ranges.length - 1; k >= 0; k--) {
+    offset = offset.add(index[k]!.mul(stride));
+    stride *= constSize(ranges[k]!)!;
+  }
+  return offset;
+}
+
+/**
+ * A reduce over GROUP_REDUCE axes in two steps: each thread reduces its share over the other axes and stores it
+ * in LOCAL memory; after a BARRIER every thread reduces the shares of its group (the same value in each).
+ */
+function groupReduce(r: UOp, ctx: GroupCtx): UOp | undefined {
+  const [value, ...ranges] = r.src as [UOp, ...UOp[]];
+  const group = ranges.filter((x) => rangeArg(x).type === AxisType.GROUP_REDUCE);
+  if (group.length === 0) return undefined;
+  const own = ranges.filter((x) => !group.includes(x));
+  const share = own.length ? UOp.make(Ops.REDUCE, [value, ...own], r.argOf(Ops.REDUCE)) : value;
+  const slots = [...rangesOf(share)]
+    .filter((x) => SLOT_AXES.has(rangeArg(x).type))
+    .sort((a, b) => rangeArg(a).id - rangeArg(b).id);
+  const size = slots.reduce((n, x) => n * constSize(x)!, 1);
+  const shares = UOp.make(Ops.PARAM, [UOp.shapeVec([size])], {
+    slot: ctx.nextBuffer++,
+    dtype: r.dtype,
+    addrspace: AddrSpace.LOCAL,
+  });
+  const stored = UOp.make(Ops.STORE, [UOp.make(Ops.INDEX, [shares, offsetOf(slots, slots)]), share]);
+  const barrier = UOp.make(Ops.BARRIER, [stored]);
+  const reads = group.map((g) => UOp.range(g.src[0]!, ctx.nextRange++, AxisType.REDUCE));
+  const readAt = slots.map((x) => reads[group.indexOf(x)] ?? x);
+  const load = UOp.make(Ops.LOAD, [
+    UOp.make(Ops.INDEX, [UOp.make(Ops.AFTER, [shares, barrier]), offsetOf(slots, readAt)]),
+  ]);
+  return UOp.make(Ops.REDUCE, [load, ...reads], r.argOf(Ops.REDUCE));
+}
+
+const groupRules = new PatternMatcher<GroupCtx>([
+  [new UPat({ op: Ops.REDUCE, name: 'r' }), ({ r }, ctx) => groupReduce(r!, ctx)],
+]);
+
+/** The kernel with its reduces over GROUP_REDUCE axes combined through LOCAL memory. */
+export function groupReduces(ast: UOp): UOp {
+  const ranges = kernelRanges(ast);
+  if (!ranges.some((r) => rangeArg(r).type === AxisType.GROUP_REDUCE)) return ast;
+  const ctx = { nextRange: Math.max(...ranges.map((r) => rangeArg(r).id)) + 1, nextBuffer: 0 };
+  return graphRewrite(ast, groupRules, { ctx, name: 'group reduces' });
 }

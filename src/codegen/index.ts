@@ -11,7 +11,7 @@ import { collapseReduces } from './collapse.ts';
 import { decompose } from './decompose.ts';
 import { expandRanges, laneRange } from './expand.ts';
 import { simplifyGatedAddresses } from './gates.ts';
-import { gridIndices, outputsToGlobal } from './grid.ts';
+import { gridIndices, groupReduces, outputsToGlobal } from './grid.ts';
 import { linearize } from './linearize.ts';
 import { handCodedOpts } from './opt/heuristic.ts';
 import { applyOpts, CPU_TARGET, type Opt, type Target } from './opt/opts.ts';
@@ -111,6 +111,7 @@ export function lowerKernel(ast: UOp, opts: LowerOptions = {}): LoweredKernel {
   if (target.grid !== undefined) k = outputsToGlobal(k);
   const applied = opts.opts ?? handCodedOpts(k, target);
   k = applyOpts(k, applied, target);
+  if (target.grid !== undefined) k = groupReduces(k);
   const named = k; // named after the loops that remain
   const vectorized = target.vectors ? expandLanes(k) : 'the target has no vector types';
   if (typeof vectorized === 'string' && DEBUG.value >= 4)

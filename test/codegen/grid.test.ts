@@ -75,7 +75,7 @@ describe('grid lowering', () => {
       { op: 'SPLIT', axis: 0, factor: 8, target: AxisType.LOCAL },
     ];
     expect(() => lowerKernel(kernels[0]!.ast, { target: gpu, opts })).toThrow(
-      "512 threads in a workgroup exceed the target's 256 (the LOCAL axes' sizes multiply)",
+      "512 threads in a workgroup exceed the target's 256 (the LOCAL and GROUP_REDUCE axes' sizes multiply)",
     );
   });
 });
@@ -107,5 +107,36 @@ describe('GPU-style kernels on SIMT', () => {
     it(name, () => {
       const want = f('JS').tolist();
       expect(f('SIMT').tolist()).toEqual(want);
+    });
+});
+
+describe('GROUP_REDUCE on SIMT', () => {
+  const lowerAndRun = (t: (d: string) => Tensor, opts: Opt[]) => {
+    const { kernels } = scheduleOf([t('SIMT')]);
+    const { linear } = lowerKernel(kernels[0]!.ast, { target: gpu, opts });
+    return linear.src.map((u) => Ops[u.op]);
+  };
+  it('shares a reduce among the threads of a group through LOCAL memory and a BARRIER', () => {
+    const ops = lowerAndRun(
+      (d) => ramp([3, 64], d).sum(1),
+      [{ op: 'SPLIT', axis: 1, factor: 16, target: AxisType.GROUP_REDUCE }],
+    );
+    expect(ops).toContain('BARRIER');
+    expect(ops.filter((o) => o === 'SPECIAL')).toHaveLength(2);
+  });
+});
+
+describe('GROUP_REDUCE kernels on SIMT', () => {
+  // integer-valued sums, exact in any order
+  const programs: Record<string, (d: string) => Tensor> = {
+    'sum of a row': (d) => ramp([3, 256], d).sum(1),
+    'sum of everything': (d) => ramp([1024], d).sum(),
+    'max of columns': (d) => ramp([128, 4], d).max(0),
+    'matrix-vector': (d) => ramp([4, 128], d).matmul(ramp([128], d).mod(3)),
+    'mean then exp': (d) => ramp([2, 512], d).div(512).mean(1).exp(),
+  };
+  for (const [name, f] of Object.entries(programs))
+    it(name, () => {
+      expect(f('SIMT').tolist()).toEqual(f('JS').tolist());
     });
 });

@@ -1,6 +1,7 @@
 // Kernel opts: random legal opt lists never change what a kernel computes; illegal ones are refused with a reason.
 import fc from 'fast-check';
 import { describe, expect, it, vi } from 'vitest';
+import { outputsToGlobal } from '../../src/codegen/grid.ts';
 import { kernelName, lowerKernel } from '../../src/codegen/index.ts';
 import { kernelRanges } from '../../src/codegen/opt/axes.ts';
 import { applyOpts, CPU_TARGET, type Opt, printOpts, type Target } from '../../src/codegen/opt/opts.ts';
@@ -9,6 +10,7 @@ import { scheduleOf } from '../../src/engine/realize.ts';
 import { Context, prod } from '../../src/helpers.ts';
 import { renderC } from '../../src/renderer/c.ts';
 import { renderJS } from '../../src/renderer/js.ts';
+import { renderSIMT } from '../../src/renderer/simt.ts';
 import { DeviceBuffer } from '../../src/runtime/buffer.ts';
 import { Device } from '../../src/runtime/device.ts';
 import { Tensor } from '../../src/tensor/index.ts';
@@ -104,6 +106,46 @@ function legalOpts(ast: UOp): Opt[] {
   });
 }
 
+const GPU: Target = { ...CPU_TARGET, threads: 1, grid: { maxThreads: 64, localBytes: 48 * 1024 } };
+
+/** Runs the kernel lowered with opts for the GPU target on the SIMT emulator; returns the output. */
+function runSimt(k: { ast: UOp; bufs: UOp[] }, opts: readonly Opt[]): number[] {
+  const { name, linear } = lowerKernel(k.ast, { opts, target: GPU });
+  const backend = Device.get('SIMT');
+  const bufs = k.bufs.map((b, slot) => {
+    const size = prod(b.shape as number[]);
+    return new DeviceBuffer(backend, size, b.dtype).copyin(fill(slot, size));
+  });
+  backend.compile(name, renderSIMT(name, linear)).run(bufs);
+  return Array.from(bufs[0]!.copyout() as Float32Array);
+}
+
+/** GPU opts the rules allow: LOCAL, GROUP and GROUPTOP (GROUP_REDUCE), UPCAST, UNROLL, PADTO, SWAP. */
+function legalGpuOpts(ast: UOp): Opt[] {
+  return [AxisType.LOCAL, AxisType.GROUP_REDUCE, AxisType.UPCAST, AxisType.UNROLL]
+    .flatMap((target) =>
+      kernelRanges(ast).flatMap((_, axis) =>
+        [2, 4].flatMap((factor) =>
+          [false, true].map((top): Opt => ({ op: 'SPLIT', axis, factor, target, top })),
+        ),
+      ),
+    )
+    .concat(
+      kernelRanges(ast).flatMap((_, axis): Opt[] => [
+        ...[2, 4, 8].map((multiple): Opt => ({ op: 'PADTO', axis, multiple })),
+        ...kernelRanges(ast).map((_, other): Opt => ({ op: 'SWAP', axis, other })),
+      ]),
+    )
+    .filter((o) => {
+      try {
+        applyOpts(ast, [o], GPU);
+        return true;
+      } catch {
+        return false;
+      }
+    });
+}
+
 const program = fc.record({
   shape: fc.array(fc.constantFrom(2, 3, 4, 5, 6, 8), { minLength: 1, maxLength: 3 }),
   pad: fc.boolean(),
@@ -118,41 +160,65 @@ const program = fc.record({
 const tensor = (shape: readonly number[]) =>
   new Tensor(new Float32Array(shape.reduce((a, d) => a * d, 1)), { device: 'JS' }).reshape(shape);
 
+type Program = typeof program extends fc.Arbitrary<infer P> ? P : never;
+
+/** The tensor a random program computes. */
+function build({ shape, pad, ops, reduce, axis, keepdim }: Program): Tensor {
+  // a padded input has gated loads already: padding the kernel adds to their gates
+  let t = pad ? tensor(shape).pad(shape.map((_, i) => (i === 0 ? [1, 0] : [0, 0]))) : tensor(shape);
+  const y = tensor(t.shape as number[]);
+  for (const op of ops)
+    t =
+      op === 'relu'
+        ? t.relu()
+        : op === 'neg'
+          ? t.neg()
+          : op === 'square'
+            ? t.mul(t)
+            : op === 'inc'
+              ? t.add(1)
+              : op === 'add'
+                ? t.add(y)
+                : t.mul(y);
+  if (reduce !== 'none') t = t[reduce](axis % shape.length, keepdim);
+  return t.add(1);
+}
+
 describe('opts', () => {
   it('compute what the NOOPT kernel computes (random programs, random legal opt lists)', () => {
     fc.assert(
-      fc.property(program, ({ shape, pad, ops, reduce, axis, keepdim, picks }) => {
-        // a padded input has gated loads already: padding the kernel adds to their gates
-        let t = pad ? tensor(shape).pad(shape.map((_, i) => (i === 0 ? [1, 0] : [0, 0]))) : tensor(shape);
-        const y = tensor(t.shape as number[]);
-        for (const op of ops)
-          t =
-            op === 'relu'
-              ? t.relu()
-              : op === 'neg'
-                ? t.neg()
-                : op === 'square'
-                  ? t.mul(t)
-                  : op === 'inc'
-                    ? t.add(1)
-                    : op === 'add'
-                      ? t.add(y)
-                      : t.mul(y);
-        if (reduce !== 'none') t = t[reduce](axis % shape.length, keepdim);
-        t = t.add(1);
-        const k = kernelOf(t);
+      fc.property(program, (p) => {
+        const k = kernelOf(build(p));
         // pick each opt among those legal after the previous ones
         const opts: Opt[] = [];
         let ast = k.ast;
-        for (const p of picks) {
+        for (const pick of p.picks) {
           const legal = legalOpts(ast);
           if (legal.length === 0) break;
-          opts.push(legal[p % legal.length]!);
+          opts.push(legal[pick % legal.length]!);
           ast = applyOpts(ast, opts.slice(-1));
         }
         expect(run(k, opts)).toEqual(run(k, []));
       }),
       { seed: 5, numRuns: 60 },
+    );
+  });
+
+  it('on a GPU target compute what the NOOPT kernel computes, run on SIMT (random programs, random legal GPU opts)', () => {
+    fc.assert(
+      fc.property(program, (p) => {
+        const k = kernelOf(build(p));
+        const opts: Opt[] = [];
+        let ast = outputsToGlobal(k.ast);
+        for (const pick of p.picks) {
+          const legal = legalGpuOpts(ast);
+          if (legal.length === 0) break;
+          opts.push(legal[pick % legal.length]!);
+          ast = applyOpts(ast, opts.slice(-1), GPU);
+        }
+        expect(runSimt(k, opts), printOpts(opts)).toEqual(run(k, []));
+      }),
+      { seed: 7, numRuns: 60 },
     );
   });
 

@@ -268,23 +268,47 @@ function threads(ast: UOp, target: Target): Opt[] {
 const LOCAL_THREADS = 128;
 const LOCAL_FACTORS = [32, 16, 8, 4, 2];
 
-/** GPU workgroups: LOCAL splits of up to three output axes, innermost first (neighbouring threads, neighbouring memory). */
-function locals(ast: UOp, target: Target): Opt[] {
+/** A kernel with at most this many outputs shares its reduction among the threads of a group (GROUP_REDUCE). */
+const GROUP_OUTPUTS = 2048;
+const GROUP_FACTORS = [64, 32, 16, 8];
+
+/**
+ * GPU workgroups. Few outputs over a long reduction: the threads of a group share the reduction (GROUP_REDUCE
+ * of the last reduce axis). Then LOCAL splits of up to three output axes, innermost first (neighbouring threads
+ * access neighbouring memory), within the threads left.
+ */
+function workgroups(ast: UOp, target: Target): Opt[] {
   const opts: Opt[] = [];
-  const ranges = kernelRanges(ast);
+  let ranges = kernelRanges(ast);
   let threads = 1;
+  const budget = () => Math.min(LOCAL_THREADS, target.grid!.maxThreads) / threads;
+  const outputs = ranges.reduce(
+    (n, r) => (rangeArg(r).type === AxisType.GLOBAL ? n * (constSize(r) ?? GROUP_OUTPUTS) : n),
+    1,
+  );
+  const reduce = ranges.map((r) => rangeArg(r).type).lastIndexOf(AxisType.REDUCE);
+  const length = reduce < 0 ? 0 : (constSize(ranges[reduce]!) ?? 0);
+  const group = dividing(
+    length,
+    GROUP_FACTORS.filter((f) => f <= budget() && f * 4 <= length),
+  );
+  if (outputs <= GROUP_OUTPUTS && group !== undefined) {
+    opts.push({ op: 'SPLIT', axis: reduce, factor: group, target: AxisType.GROUP_REDUCE });
+    threads *= group;
+    ranges = kernelRanges(applyOpts(ast, opts, target));
+  }
   // a split adds a range after the one split, so going from the innermost axis outwards keeps axis numbers
-  for (let axis = ranges.length - 1; axis >= 0 && opts.length < 3; axis--) {
+  for (let axis = ranges.length - 1, made = 0; axis >= 0 && made < 3; axis--) {
     const n = constSize(ranges[axis]!);
     if (rangeArg(ranges[axis]!).type !== AxisType.GLOBAL || n === undefined) continue;
-    const budget = Math.min(LOCAL_THREADS, target.grid!.maxThreads) / threads;
     const factor = dividing(
       n,
-      LOCAL_FACTORS.filter((f) => f <= budget),
+      LOCAL_FACTORS.filter((f) => f <= budget()),
     );
     if (factor === undefined) continue;
     opts.push({ op: 'SPLIT', axis, factor, target: AxisType.LOCAL });
     threads *= factor;
+    made++;
   }
   return opts;
 }
@@ -311,7 +335,7 @@ function unrolls(ast: UOp): Opt[] {
 export function handCodedOpts(ast: UOp, target: Target): Opt[] {
   if (NOOPT.value) return [];
   if (target.grid !== undefined) {
-    const grid = locals(ast, target);
+    const grid = workgroups(ast, target);
     return [...grid, ...unrolls(applyOpts(ast, grid, target))];
   }
   const opts = [...threads(ast, target)];

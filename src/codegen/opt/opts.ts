@@ -98,6 +98,9 @@ const SPLITS: Partial<Record<AxisType, SplitRule>> = {
   [UNROLL]: { from: [REDUCE, GROUP_REDUCE], part: 'either', registers: true },
 };
 
+/** Axis types whose iterations are the threads of a workgroup. */
+const LOCAL_TYPES: ReadonlySet<AxisType> = new Set([LOCAL, GROUP_REDUCE]);
+
 /** Axis types PADTO pads: split parts are padded before the split, where one mask covers them all. */
 const PADDABLE: readonly AxisType[] = [GLOBAL, LOOP, REDUCE];
 /** Padding may at most double an axis: beyond that most of the work would be masked off. */
@@ -152,10 +155,13 @@ function splitIllegal(o: Extract<Opt, { op: 'SPLIT' }>, k: Kernel): string | und
     if (threads > k.target.threads)
       return `${threads} threads exceed the target's ${k.target.threads} (the THREAD axes' sizes multiply)`;
   }
-  if (o.target === LOCAL) {
-    const threads = k.ranges.reduce((p, x) => (rangeArg(x).type === LOCAL ? p * constSize(x)! : p), o.factor);
+  if (rule.local) {
+    const threads = k.ranges.reduce(
+      (p, x) => (LOCAL_TYPES.has(rangeArg(x).type) ? p * constSize(x)! : p),
+      o.factor,
+    );
     if (threads > k.target.grid!.maxThreads)
-      return `${threads} threads in a workgroup exceed the target's ${k.target.grid!.maxThreads} (the LOCAL axes' sizes multiply)`;
+      return `${threads} threads in a workgroup exceed the target's ${k.target.grid!.maxThreads} (the LOCAL and GROUP_REDUCE axes' sizes multiply)`;
   }
   return undefined;
 }
