@@ -5,14 +5,17 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { lowerKernel } from '../../src/codegen/index.ts';
+import { CPU_TARGET } from '../../src/codegen/opt/opts.ts';
 import { beamSearch, beamStats } from '../../src/codegen/opt/search.ts';
 import { dtypes } from '../../src/dtype.ts';
 import { scheduleOf } from '../../src/engine/realize.ts';
 import { Context } from '../../src/helpers.ts';
 import { renderC } from '../../src/renderer/c.ts';
+import { renderSIMT } from '../../src/renderer/simt.ts';
 import { DeviceBuffer } from '../../src/runtime/buffer.ts';
 import { Device } from '../../src/runtime/device.ts';
 import { Tensor } from '../../src/tensor/index.ts';
+import { AxisType } from '../../src/uop/ops.ts';
 import type { UOp } from '../../src/uop/uop.ts';
 
 const cpu = Device.get('CPU');
@@ -70,4 +73,20 @@ describe('BEAM search', () => {
     cpu.compile(name, renderC(name, linear)).run([out, input]);
     expect([...out.view()]).toEqual(Context.with({ NOOPT: 1 }, () => x.sum(1).tolist()));
   }, 60_000); // compiles a few dozen candidates with gcc
+
+  it('on SIMT searches GPU actions (LOCAL, GROUP, GROUPTOP, PADTO, NOLOCALS) and computes what JS computes', () => {
+    const x = (d: string) => new Tensor(ints(4 * 32), { device: d }).reshape([4, 32]);
+    const want = x('JS').sum(1).tolist();
+    const before = { ...beamStats };
+    expect(Context.with({ CACHEDIR: freshDir(), BEAM: 2 }, () => x('SIMT').sum(1).tolist())).toEqual(want);
+    expect(since(before).searches).toBe(1);
+    const ast = scheduleOf([x('SIMT').sum(1)]).kernels[0]!.ast;
+    const target = { ...CPU_TARGET, threads: 1, grid: Device.get('SIMT').workgroups() };
+    const opts = Context.with({ CACHEDIR: freshDir() }, () =>
+      beamSearch(ast, Device.get('SIMT'), renderSIMT, 2, { target }),
+    );
+    // the winner is whatever ran fastest in the emulator: GPU opts, never a CPU's THREAD split
+    expect(opts).toBeDefined();
+    expect(opts!.every((o) => o.op !== 'SPLIT' || o.target !== AxisType.THREAD)).toBe(true);
+  });
 });

@@ -7,7 +7,7 @@ import { AxisType, Ops } from '../../uop/ops.ts';
 import type { UOp } from '../../uop/uop.ts';
 import { kernelName, type LowerOptions, lowerKernel } from '../index.ts';
 import { kernelRanges } from './axes.ts';
-import { type Opt, printOpts } from './opts.ts';
+import { CPU_TARGET, type Opt, printOpts, type Target } from './opts.ts';
 
 /** The beam width: 0 keeps the hand-coded opts; n searches, keeping the n fastest candidates of each round. */
 export const BEAM = new ContextVar('BEAM', 0);
@@ -22,13 +22,25 @@ export const beamStore: { read(key: string): string | undefined; write(key: stri
 };
 
 const FACTORS = [2, 3, 4, 5, 8, 16];
-type Split = Extract<Opt, { op: 'SPLIT' }>;
-/** A child is its parent's opts plus one of these on one axis, or a SWAP of two axes; what applyOpts refuses is no child. */
-const ACTIONS: readonly Omit<Split, 'axis'>[] = [
-  ...FACTORS.map((factor) => ({ op: 'SPLIT' as const, factor, target: AxisType.UPCAST })),
-  ...FACTORS.map((factor) => ({ op: 'SPLIT' as const, factor, target: AxisType.UNROLL })),
-  ...FACTORS.flatMap((factor) =>
-    [false, true].map((top) => ({ op: 'SPLIT' as const, factor, target: AxisType.THREAD, top })),
+/** A child is its parent's opts plus an action on one axis, or a SWAP of two axes; what applyOpts refuses is no child. */
+type Action = (axis: number) => Opt;
+const split =
+  (target: AxisType, factor: number, top = false): Action =>
+  (axis) => ({ op: 'SPLIT', axis, factor, target, top });
+const both = (target: AxisType) => FACTORS.flatMap((f) => [split(target, f), split(target, f, true)]);
+const REGISTER_ACTIONS = [
+  ...FACTORS.map((f) => split(AxisType.UPCAST, f)),
+  ...FACTORS.map((f) => split(AxisType.UNROLL, f)),
+];
+const CPU_ACTIONS: readonly Action[] = [...REGISTER_ACTIONS, ...both(AxisType.THREAD)];
+/** On a GPU: workgroup threads (LOCAL), shared reductions (GROUP, and GROUPTOP as the top part), padding to a warp. */
+const GPU_ACTIONS: readonly Action[] = [
+  ...REGISTER_ACTIONS,
+  ...[...FACTORS, 32].map((f) => split(AxisType.LOCAL, f)),
+  ...both(AxisType.GROUP_REDUCE),
+  ...[16, 32].map(
+    (multiple): Action =>
+      (axis) => ({ op: 'PADTO', axis, multiple }),
   ),
 ];
 
@@ -125,7 +137,7 @@ function lowerAll(
 }
 
 /** Each action on each axis; counting axes before collapse overcounts, and applyOpts refuses the extra ones. */
-function childOpts(ast: UOp, opts: Opt[]): Opt[][] {
+function childOpts(ast: UOp, opts: Opt[], target: Target): Opt[][] {
   const axes = kernelRanges(ast).length + opts.length;
   const expand = (os: Opt[]) =>
     os.reduce(
@@ -133,9 +145,10 @@ function childOpts(ast: UOp, opts: Opt[]): Opt[][] {
         o.op === 'SPLIT' && (o.target === AxisType.UPCAST || o.target === AxisType.UNROLL) ? n * o.factor : n,
       1,
     );
-  const splits = Array.from({ length: axes }, (_, axis) =>
-    ACTIONS.map((a): Opt[] => [...opts, { ...a, axis }]),
-  );
+  const actions = target.grid === undefined ? CPU_ACTIONS : GPU_ACTIONS;
+  const splits = Array.from({ length: axes }, (_, axis) => actions.map((a): Opt[] => [...opts, a(axis)]));
+  // NOLOCALS only leads a list: later it would only forbid what the list has already not done
+  if (target.grid !== undefined && opts.length === 0) splits.push([[{ op: 'NOLOCALS' }]]);
   const swaps = Array.from({ length: axes }, (_, axis) =>
     Array.from({ length: axes - axis - 1 }, (_, i): Opt[] => [
       ...opts,
@@ -226,7 +239,7 @@ function search(ast: UOp, backend: Backend, render: Render, width: number, base:
     for (let round = 1; round <= MAX_DEPTH; round++) {
       const next = timeRound(
         round,
-        beam.flatMap((c) => childOpts(ast, c.opts)),
+        beam.flatMap((c) => childOpts(ast, c.opts, base.target ?? CPU_TARGET)),
       );
       if (next.length === 0 || next[0]!.seconds >= winner.seconds) break;
       winner = next[0]!;
