@@ -103,13 +103,14 @@ interface GroupCtx {
 
 /** Row-major offset of the ranges' indices (constant sizes: opts split only those). */
 function offsetOf(ranges: readonly UOp[], index: readonly UOp[]): UOp {
-  let offset = UOp.index(0);
+  let offset: UOp | undefined;
   let stride = 1;
   for (let k = ranges.length - 1; k >= 0; k--) {
-    offset = offset.add(index[k]!.mul(stride));
+    const term = stride === 1 ? index[k]! : index[k]!.mul(stride);
+    offset = offset === undefined ? term : offset.add(term);
     stride *= constSize(ranges[k]!)!;
   }
-  return offset;
+  return offset ?? UOp.index(0);
 }
 
 /**

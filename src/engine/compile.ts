@@ -5,7 +5,7 @@ import { NOOPT } from '../codegen/opt/heuristic.ts';
 import { CPU_TARGET, printOpts, type Target } from '../codegen/opt/opts.ts';
 import { BEAM, beamSearch } from '../codegen/opt/search.ts';
 import { DEBUG } from '../helpers.ts';
-import { renderC } from '../renderer/c.ts';
+import { renderC, renderCUDA } from '../renderer/c.ts';
 import { renderJS } from '../renderer/js.ts';
 import { renderSIMT } from '../renderer/simt.ts';
 import type { Backend, KernelLanguage, Program } from '../runtime/backend.ts';
@@ -19,6 +19,9 @@ const RENDERERS: Record<KernelLanguage, (name: string, linear: UOp) => string> =
   JS: renderJS,
   SIMT: renderSIMT,
 };
+
+/** What DEBUG=4 shows where the source is not for reading: the emulated GPU's kernels as CUDA C. */
+const READABLE: Partial<Record<KernelLanguage, (name: string, linear: UOp) => string>> = { SIMT: renderCUDA };
 
 /** What the kernel optimizer may use on a device. */
 const targetOf = (backend: Backend): Target => ({
@@ -61,7 +64,7 @@ export function compileKernel(ast: UOp, device: string): Compiled {
     const source = render(name, linear);
     if (DEBUG.value >= 5) console.log(toCode(ast));
     if (DEBUG.value >= 6) console.log(printLinear(linear));
-    if (DEBUG.value >= 4) console.log(source);
+    if (DEBUG.value >= 4) console.log(READABLE[language]?.(name, linear) ?? source);
     if (DEBUG.value >= 3) console.log(`${display}: ${opts.length ? printOpts(opts) : 'no opts'}`);
     p = { program: backend.compile(name, source), display, flops };
     programs.set(key, p);

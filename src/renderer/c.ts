@@ -1,11 +1,12 @@
-// C for the CPU backend: one function per kernel, compiled by the system compiler.
+// C for the CPU backend (one function per kernel, compiled by the system compiler), and CUDA C, the same C
+// as a GPU kernel over workgroups.
 
 import { exp2Series } from '../codegen/decompose.ts';
 import { type DType, dtypes } from '../dtype.ts';
 import { HOST_BUFFER_ALIGN } from '../helpers.ts';
 import { Ops, opName } from '../uop/ops.ts';
 import type { UOp } from '../uop/uop.ts';
-import { type Language, maxIndex, nonNegativeDivision, render } from './render.ts';
+import { type GpuLanguage, type Language, maxIndex, nonNegativeDivision, render } from './render.ts';
 
 /** The C type of a value. bfloat16 values live in floats (rounded after every op): gcc 12 has no __bf16 arithmetic. */
 const C_TYPES = new Map<DType, string>([
@@ -54,8 +55,8 @@ function intLiteral(v: number | bigint | boolean, d: DType, indexType: string): 
 }
 
 /** A vector's address in a buffer, marked aligned to the vector's size where it is. */
-const address = (slot: number, index: string, aligned: boolean, type: string) =>
-  aligned ? `__builtin_assume_aligned(data${slot}+${index}, sizeof(${type}))` : `data${slot}+${index}`;
+const address = (buf: string, index: string, aligned: boolean, type: string) =>
+  aligned ? `__builtin_assume_aligned(${buf}+${index}, sizeof(${type}))` : `${buf}+${index}`;
 
 /** The unsigned type of the same width (shifts of negative values are defined there). */
 const UNSIGNED: Record<string, string> = { int: 'unsigned int', 'long long': 'unsigned long long' };
@@ -71,7 +72,21 @@ const VECTOR_OPERATORS: ReadonlySet<Ops> = new Set([
   Ops.RECIP,
 ]);
 
-function cLanguage(indexType: string): Language {
+/** What CUDA C changes in the C a CPU compiler takes: the kernel's declaration, the prelude, workgroups. */
+interface Dialect {
+  name: string;
+  declare(name: string, args: readonly string[]): string;
+  restrict: string;
+  /** The boolean type: C's _Bool, C++'s bool. */
+  bool: string;
+  /** A float16 constant: C's float literal converts where used; CUDA's half has no mixed arithmetic. */
+  half(literal: string): string;
+  prelude: string;
+  /** Workgroups; LOCAL buffers are declared as the dialect's shared arrays of the C element type. */
+  gpu?: Omit<GpuLanguage, 'local'>;
+}
+
+function cLanguage(indexType: string, dialect: Dialect = C_DIALECT): Language {
   /** Vector typedefs the kernel uses, by name. */
   const vectorTypes = new Map<string, string>();
   const vectorType = (d: DType, lanes: number): string => {
@@ -98,6 +113,7 @@ function cLanguage(indexType: string): Language {
   };
   const type = (d: DType): string => {
     if (d === dtypes.index) return indexType;
+    if (d === dtypes.bool) return dialect.bool;
     const t = C_TYPES.get(d);
     if (t === undefined)
       throw new Error(
@@ -212,25 +228,32 @@ function cLanguage(indexType: string): Language {
     return `((${vectorType(u.dtype, lanes)}){${parts.join(', ')}})`;
   };
   return {
-    name: 'C',
+    name: dialect.name,
     kernel: (name, params, body) => {
       const args = params.map(
-        (p) => `${p.written ? '' : 'const '}${storage(p.dtype)}* restrict data${p.slot}`,
+        (p) => `${p.written ? '' : 'const '}${storage(p.dtype)}* ${dialect.restrict} data${p.slot}`,
       );
       const typedefs = [...vectorTypes.values(), ...helpers.values()].map((t) => `${t}\n`).join('');
-      return `${PRELUDE}\n${typedefs}void ${name}(${args.join(', ')}) {\n${body.join('\n')}\n}\n`;
+      return `${dialect.prelude}\n${typedefs}${dialect.declare(name, args)} {\n${body.join('\n')}\n}\n`;
     },
-    constant: (v, d) => (d.isFloat ? floatLiteral(Number(v), d) : intLiteral(v, d, indexType)),
+    ...(dialect.gpu === undefined
+      ? {}
+      : { gpu: { ...dialect.gpu, local: (n, d, size) => `__shared__ ${storage(d)} ${n}[${size}];` } }),
+    constant: (v, d) => {
+      if (!d.isFloat) return intLiteral(v, d, indexType);
+      const literal = floatLiteral(Number(v), d);
+      return d === dtypes.float16 ? dialect.half(literal) : literal;
+    },
     alu: (u, a) => {
       if (u.lanes > 1) return vectorExpr(u, a);
       const e = expr(u, a);
       // a bfloat16 result is rounded to bfloat16 (bitcasts and comparisons give exact values)
       return u.dtype === dtypes.bfloat16 && u.op !== Ops.BITCAST ? `tg_bf16_round(${e})` : e;
     },
-    read: (slot, index, d) =>
-      d === dtypes.bfloat16 ? `tg_bf16_to_float(data${slot}[${index}])` : `data${slot}[${index}]`,
-    write: (slot, index, value, d) =>
-      `data${slot}[${index}] = ${d === dtypes.bfloat16 ? `tg_float_to_bf16(${value})` : value};`,
+    read: (buf, index, d) =>
+      d === dtypes.bfloat16 ? `tg_bf16_to_float(${buf}[${index}])` : `${buf}[${index}]`,
+    write: (buf, index, value, d) =>
+      `${buf}[${index}] = ${d === dtypes.bfloat16 ? `tg_float_to_bf16(${value})` : value};`,
     declare: (name, d, expr, lanes) => `${lanes > 1 ? vectorType(d, lanes) : type(d)} ${name} = ${expr};`,
     assign: (name, expr) => `${name} = ${expr};`,
     // one thread per iteration; a compiler without OpenMP (no _OPENMP) runs the loop serially
@@ -241,13 +264,13 @@ function cLanguage(indexType: string): Language {
     vector: {
       alignment: HOST_BUFFER_ALIGN,
       // memcpy: gcc makes it one vector move, aligned where the address is (assume_aligned says so)
-      read: (slot, index, d, lanes, aligned) => {
+      read: (buf, index, d, lanes, aligned) => {
         const t = vectorType(d, lanes);
-        return `__extension__({ ${t} v_; __builtin_memcpy(&v_, ${address(slot, index, aligned, t)}, sizeof v_); v_; })`;
+        return `__extension__({ ${t} v_; __builtin_memcpy(&v_, ${address(buf, index, aligned, t)}, sizeof v_); v_; })`;
       },
-      write: (slot, index, value, d, lanes, aligned) => {
+      write: (buf, index, value, d, lanes, aligned) => {
         const t = vectorType(d, lanes);
-        return `{ ${t} v_ = ${value}; __builtin_memcpy(${address(slot, index, aligned, t)}, &v_, sizeof v_); }`;
+        return `{ ${t} v_ = ${value}; __builtin_memcpy(${address(buf, index, aligned, t)}, &v_, sizeof v_); }`;
       },
       of: (d, parts) => `((${vectorType(d, parts.length)}){${parts.join(', ')}})`,
       lane: (v, j) => `${v}[${j}]`,
@@ -335,7 +358,43 @@ const PRELUDE = `#include <math.h>${HALF}${signedHelpers(['int', 'int', 'unsigne
   'unsigned long long',
 ])}${unsignedHelpers(['uint', 'unsigned int'])}${unsignedHelpers(['ull', 'unsigned long long'])}${BF16_HELPERS}${EXP2_HELPER}`;
 
+const C_DIALECT: Dialect = {
+  name: 'C',
+  declare: (name, args) => `void ${name}(${args.join(', ')})`,
+  restrict: 'restrict',
+  bool: '_Bool',
+  half: (literal) => literal,
+  prelude: PRELUDE,
+};
+
+/** The index type: int where every index fits. */
+const indexTypeOf = (linear: UOp) => (maxIndex(linear) < 2 ** 31 ? 'int' : 'long long');
+
 /** A kernel's C source. */
 export function renderC(name: string, linear: UOp): string {
-  return render(cLanguage(maxIndex(linear) < 2 ** 31 ? 'int' : 'long long'), name, linear);
+  return render(cLanguage(indexTypeOf(linear)), name, linear);
+}
+
+// CUDA C: the same C, its helpers device functions, float16 as CUDA's half
+const CUDA_PRELUDE = `#include <cuda_fp16.h>\n${PRELUDE.replace(HALF, '\ntypedef half tg_half;').replaceAll('static inline', 'static __device__ inline')}`;
+const AXES = 'xyz';
+
+/** A kernel's CUDA C source: a __global__ function launched on the grid its SPECIALs name. */
+export function renderCUDA(name: string, linear: UOp): string {
+  const threads = linear.src
+    .filter((u) => u.op === Ops.SPECIAL && u.argOf(Ops.SPECIAL).startsWith('lidx'))
+    .reduce((n, u) => n * Number(u.src[0]!.constValue), 1);
+  const dialect: Dialect = {
+    name: 'CUDA',
+    declare: (n, args) => `extern "C" __global__ void __launch_bounds__(${threads}) ${n}(${args.join(', ')})`,
+    restrict: '__restrict__',
+    bool: 'bool',
+    half: (literal) => `((tg_half)${literal})`,
+    prelude: CUDA_PRELUDE,
+    gpu: {
+      special: (n) => `${n.startsWith('g') ? 'blockIdx' : 'threadIdx'}.${AXES[Number(n.at(-1))]}`,
+      barrier: '__syncthreads();',
+    },
+  };
+  return render(cLanguage(indexTypeOf(linear), dialect), name, linear);
 }

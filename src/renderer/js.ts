@@ -295,13 +295,13 @@ const js: Language = {
   },
   constant: literal,
   alu,
-  read: (slot, index, d) => {
-    const raw = `data${slot}[${index}]`;
+  read: (buf, index, d) => {
+    const raw = `${buf}[${index}]`;
     if (check(d) === dtypes.bool) return `(${raw}!==0)`;
     if (d === dtypes.float16) return `tg_f16(${raw})`;
     return d === dtypes.bfloat16 ? `tg_bf16(${raw})` : raw;
   },
-  write: (slot, index, value, d) => {
+  write: (buf, index, value, d) => {
     const stored =
       d === dtypes.bool
         ? `(${value}?1:0)`
@@ -310,7 +310,7 @@ const js: Language = {
           : d === dtypes.bfloat16
             ? `tg_bf16bits(${value})`
             : value;
-    return `data${slot}[${index}] = ${stored};`;
+    return `${buf}[${index}] = ${stored};`;
   },
   declare: (name, _d, expr, _lanes, mutable) => `${mutable ? 'let' : 'const'} ${name} = ${expr};`,
   assign: (name, expr) => `${name} = ${expr};`,

@@ -19,10 +19,10 @@ export interface Language {
   constant(v: ConstValue, dtype: DType): string;
   /** An elementwise op on rendered operands; `u` gives access to dtypes and bounds. */
   alu(u: UOp, args: readonly string[]): string;
-  /** An element of buffer `data{slot}` (already converted to a value of its dtype). */
-  read(slot: number, index: string, dtype: DType): string;
-  /** Writes a value into an element of `data{slot}`. */
-  write(slot: number, index: string, value: string, dtype: DType): string;
+  /** An element of buffer `buf` (`data{slot}`, or a GPU's `temp{slot}`), as a value of its dtype. */
+  read(buf: string, index: string, dtype: DType): string;
+  /** Writes a value into an element of buffer `buf`. */
+  write(buf: string, index: string, value: string, dtype: DType): string;
   /** A variable holding expr: a vector when lanes > 1; mutable for an accumulator. */
   declare(name: string, dtype: DType, expr: string, lanes: number, mutable?: boolean): string;
   assign(name: string, expr: string): string;
@@ -32,14 +32,25 @@ export interface Language {
   when(gate: string, statement: string): string;
   /** Vector values, on targets with vector types (values of shape (k,) reach the renderer only there). */
   readonly vector?: VectorLanguage;
+  /** Workgroups, on GPUs (kernels lowered for a target with a grid, src/codegen/grid.ts). */
+  readonly gpu?: GpuLanguage;
+}
+
+export interface GpuLanguage {
+  /** The index a SPECIAL names: `gidx0` (workgroup) or `lidx0` (thread in the workgroup). */
+  special(name: string): string;
+  /** Declares `name`, a buffer of `size` elements shared by the threads of a workgroup. */
+  local(name: string, dtype: DType, size: number): string;
+  /** Waits for every thread of the workgroup (and makes their LOCAL writes visible). */
+  readonly barrier: string;
 }
 
 export interface VectorLanguage {
   /** Bytes every buffer's start is aligned to: a vector at an index that is a multiple of its lanes is too. */
   readonly alignment: number;
-  /** The k consecutive elements of `data{slot}` from `index`; `aligned`: the address is a vector's multiple. */
-  read(slot: number, index: string, dtype: DType, lanes: number, aligned: boolean): string;
-  write(slot: number, index: string, value: string, dtype: DType, lanes: number, aligned: boolean): string;
+  /** The k consecutive elements of buffer `buf` from `index`; `aligned`: the address is a vector's multiple. */
+  read(buf: string, index: string, dtype: DType, lanes: number, aligned: boolean): string;
+  write(buf: string, index: string, value: string, dtype: DType, lanes: number, aligned: boolean): string;
   /** A vector of the given elements. */
   of(dtype: DType, parts: readonly string[]): string;
   /** Element j of a vector. */
@@ -47,13 +58,15 @@ export interface VectorLanguage {
 }
 
 /**
- * Where an INDEX points: element `index` of buffer slot (with lane offsets for a vector), or a register
- * variable (declared by the first store into it).
+ * Where an INDEX points: element `index` of a buffer (a kernel parameter, or a GPU workgroup's LOCAL buffer)
+ * with lane offsets for a vector, or a register variable (declared by the first store into it).
  */
 type Place =
   | {
       kind: 'global';
-      slot: number;
+      buf: string;
+      /** The kernel parameter's slot; undefined for a LOCAL buffer. */
+      slot?: number;
       index: string;
       dtype: DType;
       lanes?: readonly number[];
@@ -98,6 +111,11 @@ export function render(lang: Language, name: string, linear: UOp): string {
     if (p === undefined) throw new Error(`render ${lang.name}: LOAD/STORE must go through an INDEX`);
     return p;
   };
+  const gpu = () => {
+    if (lang.gpu === undefined) throw new Error(`render ${lang.name}: the target has no workgroups`);
+    return lang.gpu;
+  };
+  const localName = (slot: number) => `temp${slot}`;
   const vec = () => {
     if (lang.vector === undefined) throw new Error(`render ${lang.name}: the target has no vector types`);
     return lang.vector;
@@ -106,18 +124,18 @@ export function render(lang: Language, name: string, linear: UOp): string {
   const at = (index: string, offset: number) => (offset === 0 ? index : `${index}+${offset}`);
   const readPlace = (p: Place): string => {
     if (p.kind === 'reg') return ref(p.acc);
-    if (p.lanes === undefined) return lang.read(p.slot, p.index, p.dtype);
-    if (consecutive(p.lanes)) return vec().read(p.slot, p.index, p.dtype, p.lanes.length, p.aligned === true);
+    if (p.lanes === undefined) return lang.read(p.buf, p.index, p.dtype);
+    if (consecutive(p.lanes)) return vec().read(p.buf, p.index, p.dtype, p.lanes.length, p.aligned === true);
     return vec().of(
       p.dtype,
-      p.lanes.map((o) => lang.read(p.slot, at(p.index, o), p.dtype)),
+      p.lanes.map((o) => lang.read(p.buf, at(p.index, o), p.dtype)),
     );
   };
   const writePlace = (p: Place & { kind: 'global' }, value: string): string => {
-    if (p.lanes === undefined) return lang.write(p.slot, p.index, value, p.dtype);
+    if (p.lanes === undefined) return lang.write(p.buf, p.index, value, p.dtype);
     if (consecutive(p.lanes))
-      return vec().write(p.slot, p.index, value, p.dtype, p.lanes.length, p.aligned === true);
-    return `{ ${p.lanes.map((o, j) => lang.write(p.slot, at(p.index, o), vec().lane(value, j), p.dtype)).join(' ')} }`;
+      return vec().write(p.buf, p.index, value, p.dtype, p.lanes.length, p.aligned === true);
+    return `{ ${p.lanes.map((o, j) => lang.write(p.buf, at(p.index, o), vec().lane(value, j), p.dtype)).join(' ')} }`;
   };
   /** A scalar operand spread over the lanes of a vector. */
   const spread = (u: UOp, lanes: number): string =>
@@ -139,6 +157,10 @@ export function render(lang: Language, name: string, linear: UOp): string {
       case Ops.PARAM: {
         const a = u.argOf(Ops.PARAM);
         if (a.addrspace === AddrSpace.REG) continue;
+        if (a.addrspace === AddrSpace.LOCAL) {
+          emit(gpu().local(localName(a.slot as number), a.dtype, Number(u.src[0]!.sizes[0])));
+          continue;
+        }
         if (typeof a.slot === 'number') params.set(a.slot, { slot: a.slot, dtype: a.dtype, written: false });
         else throw new Error(`render ${lang.name}: symbolic variables are not supported yet (${a.slot})`);
         continue;
@@ -156,6 +178,10 @@ export function render(lang: Language, name: string, linear: UOp): string {
         }
         const a = buf.argOf(Ops.PARAM);
         const i = u.src[1]!;
+        const local = a.addrspace === AddrSpace.LOCAL;
+        const named = local
+          ? { buf: localName(a.slot as number) }
+          : { buf: `data${a.slot as number}`, slot: a.slot as number };
         if (a.addrspace === AddrSpace.REG) places.set(u, { kind: 'reg', acc: buf });
         // a vector address is base + VCONST(offsets) (src/codegen/vectors.ts)
         else if (i.isVector) {
@@ -163,13 +189,13 @@ export function render(lang: Language, name: string, linear: UOp): string {
           const bytes = lanes.length * a.dtype.itemsize;
           places.set(u, {
             kind: 'global',
-            slot: a.slot as number,
+            ...named,
             index: ref(i.src[0]!),
             dtype: a.dtype,
             lanes,
             aligned: bytes <= vec().alignment && multipleOf(i.src[0]!, lanes.length),
           });
-        } else places.set(u, { kind: 'global', slot: a.slot as number, index: ref(i), dtype: a.dtype });
+        } else places.set(u, { kind: 'global', ...named, index: ref(i), dtype: a.dtype });
         continue;
       }
       case Ops.LOAD: {
@@ -189,7 +215,7 @@ export function render(lang: Language, name: string, linear: UOp): string {
         const value = ref(u.src[1]!);
         let statement: string;
         if (p.kind === 'global') {
-          params.get(p.slot)!.written = true;
+          if (p.slot !== undefined) params.get(p.slot)!.written = true;
           statement = writePlace(p, value);
         } else if (names.has(p.acc)) statement = lang.assign(ref(p.acc), value);
         else {
@@ -211,6 +237,23 @@ export function render(lang: Language, name: string, linear: UOp): string {
         continue;
       }
       case Ops.GROUP: // only orders the stores expand made: they are already emitted
+        continue;
+      case Ops.SPECIAL: {
+        const n = u.argOf(Ops.SPECIAL);
+        names.set(u, n);
+        emit(lang.declare(n, u.dtype, gpu().special(n), 1));
+        continue;
+      }
+      case Ops.BARRIER:
+        emit(gpu().barrier);
+        continue;
+      case Ops.IF:
+        emit(`if (${ref(u.src[0]!)}) {`);
+        depth++;
+        continue;
+      case Ops.ENDIF:
+        depth--;
+        emit('}');
         continue;
       case Ops.END:
         for (let i = 1; i < u.src.length; i++) {
