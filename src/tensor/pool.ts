@@ -209,7 +209,7 @@ function maxUnpool(n: number) {
       lo: 0,
       hi: prod(size),
       name: 'index',
-      of: `an output plane ${shapeStr(size)}`,
+      of: `the output plane ${shapeStr(size)} of ${prod(size)} positions`,
     });
     const lead = this.shape.slice(0, this.ndim - n);
     const m = prod(pooled);
