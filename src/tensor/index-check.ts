@@ -65,26 +65,37 @@ export function checkIndex(op: string, index: Tensor, range: IndexRange): void {
   if (u.vmin >= range.lo && u.vmax < range.hi) return;
   index.realize();
   const buf = index.uop;
-  const data = (isBuffer(buf) && hostData(buf)) || index.dataSync();
+  const host = isBuffer(buf) ? hostData(buf) : undefined;
+  if (host !== undefined) {
+    checkBuffer(op, index, buf, host, range);
+    return;
+  }
+  // a device the host cannot address: its data comes over (a copy)
+  const data = index.dataSync();
   const at = firstBad(data, range);
   if (at >= 0) throw outOfRange(op, index, data[at]!, unravel(at, index.shape), range);
 }
 
 /** A whole buffer: its extremes (scanned once per write) settle most checks; else a scan finds the culprit. */
 function checkBuffer(op: string, index: Tensor, buf: UOp, data: StorageArray, range: IndexRange): void {
-  const e = extremesOf(buf, data);
-  if (e.min >= range.lo && e.max < range.hi) return;
-  const key = rangeKey(range);
-  if (range.also !== undefined && e.passed === key) return;
+  if (bufferPasses(buf, data, range)) return;
   const at = firstBad(data, range);
-  if (at < 0) {
-    e.passed = key;
-    return;
-  }
   throw outOfRange(op, index, data[at]!, unravel(at, index.shape), range);
 }
 
-/** A view (movement ops) of a host buffer: the buffer's extremes bound the view's; else each element is read. */
+/** Whether every value of a buffer is in range: its extremes say, or a scan whose success is kept. */
+function bufferPasses(buf: UOp, data: StorageArray, range: IndexRange): boolean {
+  const e = extremesOf(buf, data);
+  if (e.min >= range.lo && e.max < range.hi) return true;
+  if (range.also === undefined) return false;
+  const key = rangeKey(range);
+  if (e.passed === key) return true;
+  if (firstBad(data, range) >= 0) return false;
+  e.passed = key;
+  return true;
+}
+
+/** A view (movement ops) of a host buffer: the buffer passing speaks for the view; else each element is read. */
 function checkView(
   op: string,
   index: Tensor,
@@ -93,13 +104,9 @@ function checkView(
   data: StorageArray,
   range: IndexRange,
 ): void {
-  // padding reads 0, which must be valid for the buffer's extremes to speak for the view
+  // padding reads 0, which must be valid for the buffer to speak for the view
   const padded = chain.some((m) => m.op === Ops.PAD);
-  if (!padded || valid(0, range)) {
-    const e = extremesOf(base, data);
-    if (e.min >= range.lo && e.max < range.hi) return;
-    if (range.also !== undefined && e.passed === rangeKey(range)) return;
-  }
+  if ((!padded || valid(0, range)) && bufferPasses(base, data, range)) return;
   const shape = index.shape;
   for (let i = 0; i < index.numel; i++) {
     const at = unravel(i, shape);

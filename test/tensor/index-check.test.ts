@@ -2,6 +2,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { dtypes } from '../../src/dtype.ts';
+import { jit } from '../../src/engine/jit.ts';
 import { Context } from '../../src/helpers.ts';
 import { Embedding } from '../../src/nn/index.ts';
 import { Tensor } from '../../src/tensor/index.ts';
@@ -178,6 +179,15 @@ for (const device of DEVICES)
       const wide = I([1, 2 ** 40], dtypes.int64);
       expect(() => x.get([], wide)).toThrow(`get: index ${2 ** 40} at position [1]`);
       expect(() => x.get(I([2], dtypes.uint8))).toThrow('get: index 2 at position [0]');
+      // a view of labels that hold the ignoreIndex passes through its buffer's check
+      const labels = I([-100, 1, 2, -100]);
+      const logits = Tensor.zeros([2, 3], { device });
+      close(data(logits.sparseCategoricalCrossentropy(labels.shrink([[0, 2]]), { ignoreIndex: -100 })), [
+        Math.log(3),
+      ]);
+      expect(() => logits.sparseCategoricalCrossentropy(labels.shrink([[2, 4]]))).toThrow(
+        'sparseCategoricalCrossentropy: label -100 at position [1]',
+      );
       // a buffer that passed is checked again once written
       const ok = I([0, 1]);
       expect(x.get(ok).shape).toEqual([2, 3]);
@@ -225,6 +235,14 @@ for (const device of DEVICES)
       close(data(logits.sparseCategoricalCrossentropy(lazy([-100, 1]), { ignoreIndex: -100 })), [
         Math.log(3),
       ]);
+    });
+
+    it('a jit checks on the calls that trace; its replays run no JS, and a bad label gives NaN', () => {
+      const logits = new Tensor([[1, 2, 3]], { device });
+      const step = jit((y: Tensor) => logits.sparseCategoricalCrossentropy(y));
+      expect(() => step(I([3]))).toThrow('sparseCategoricalCrossentropy: label 3 at position [0]');
+      for (let i = 0; i < 2; i++) close(data(step(I([2]))), [Math.log(1 + Math.exp(-1) + Math.exp(-2))]);
+      expect(Number.isNaN(step(I([3])).item())).toBe(true);
     });
 
     it('CHECK_INDEX=1 realizes a lazy index (a sync) and reports its first bad value', () => {
