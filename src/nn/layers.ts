@@ -1,8 +1,7 @@
 // nn layers: Linear, convolutions, normalizations, Embedding, Dropout and LSTMCell, with tinygrad's default initialization.
 import { dtypes } from '../dtype.ts';
 import { prod } from '../helpers.ts';
-import { type ConvOptions, type Size, Tensor } from '../tensor/index.ts';
-import { checkIndex } from '../tensor/index-check.ts';
+import { type ConvOptions, checkIndex, type Size, Tensor } from '../tensor/index.ts';
 import { assign } from './state-dict.ts';
 
 /**
