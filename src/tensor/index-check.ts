@@ -7,7 +7,6 @@ import { Ops } from '../uop/ops.ts';
 import type { UOp } from '../uop/uop.ts';
 import { writeCount } from './origins.ts';
 import type { Tensor } from './tensor.ts';
-import { viewChain } from './write-through.ts';
 
 /** The values an op takes as indices: the integers lo..hi-1, and `also` (a loss's ignoreIndex). */
 export interface IndexRange {
@@ -32,6 +31,15 @@ const extremes = new WeakMap<UOp, Extremes>();
 
 const fmt = (s: readonly number[]) => `(${s.join(', ')})`;
 const isBuffer = (u: UOp) => u.op === Ops.BUFFER;
+// the movement ops readThrough maps back
+const VIEW_OPS: ReadonlySet<Ops> = new Set([
+  Ops.RESHAPE,
+  Ops.PERMUTE,
+  Ops.EXPAND,
+  Ops.FLIP,
+  Ops.SHRINK,
+  Ops.PAD,
+]);
 const valid = (v: number, r: IndexRange) => (v >= r.lo && v < r.hi) || v === r.also;
 const rangeKey = (r: IndexRange) => `${r.lo},${r.hi},${r.also}`;
 
@@ -52,10 +60,11 @@ export function checkIndex(op: string, index: Tensor, range: IndexRange): void {
       return;
     }
   } else {
-    const chain = viewChain(u, isBuffer);
-    const base = chain?.at(-1)?.src[0];
-    const data = base === undefined ? undefined : hostData(base);
-    if (chain !== undefined && base !== undefined && data !== undefined) {
+    const chain: UOp[] = [];
+    let base = u;
+    for (; VIEW_OPS.has(base.op); base = base.src[0]!) chain.push(base);
+    const data = isBuffer(base) ? hostData(base) : undefined;
+    if (data !== undefined) {
       checkView(op, index, chain, base, data, range);
       return;
     }
@@ -179,8 +188,6 @@ function readThrough(chain: readonly UOp[], coords: number[]): number[] | undefi
         if (c.some((x, i) => x < 0 || x >= from[i]!)) return undefined;
         break;
       }
-      default:
-        throw new Error(`checkIndex: ${m.op} is not a movement op`);
     }
   }
   return c;

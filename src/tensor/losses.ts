@@ -1,5 +1,6 @@
 // Losses (cross entropy, nll, binary cross entropy) and functional nn (linear, batchnorm, normalize, varMean).
 import { checkIndex } from './index-check.ts';
+import { guardIndices } from './nn.ts';
 import type { Axes } from './reduce.ts';
 import { reducedAxes } from './reduce.ts';
 import { broadcastShape, Tensor } from './tensor.ts';
@@ -135,13 +136,6 @@ function checkIndexTarget(
 /** x with the class axis moved last (a view). */
 const classesLast = (x: Tensor, c: number) =>
   c === x.ndim - 1 ? x : x.permute([...x.shape.keys()].filter((i) => i !== c).concat(c));
-
-/** NaN where a class index nothing checked (a lazy one) lies outside [0, n) and is not the ignored index. */
-function guardIndices(loss: Tensor, target: Tensor, n: number, ignoreIndex: number | undefined): Tensor {
-  let valid = target.ge(0).bitwiseAnd(target.lt(n));
-  if (ignoreIndex !== undefined) valid = valid.bitwiseOr(target.eq(ignoreIndex));
-  return valid.where(loss, NaN);
-}
 
 // --- losses -------------------------------------------------------------------------------------------
 

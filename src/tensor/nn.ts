@@ -345,6 +345,21 @@ Tensor.prototype.oneHot = function (this: Tensor, n: number): Tensor {
   return hot(this, n).where(1, 0);
 };
 
+/**
+ * @internal NaN where a class index lies outside [0, n) and is not the ignored index: a label nothing checked
+ * (a lazy one) cannot pass silently.
+ */
+export function guardIndices(
+  loss: Tensor,
+  labels: Tensor,
+  n: number,
+  ignoreIndex: number | undefined,
+): Tensor {
+  let valid = labels.ge(0).bitwiseAnd(labels.lt(n));
+  if (ignoreIndex !== undefined) valid = valid.bitwiseOr(labels.eq(ignoreIndex));
+  return valid.where(loss, Number.NaN);
+}
+
 /** Bool (..., n): whether each label is each class (unchecked: a label out of range is all false). */
 const hot = (labels: Tensor, n: number) =>
   labels.unsqueeze(-1).eq(Tensor.arange(n, undefined, 1, { device: labels.device }));
@@ -375,10 +390,12 @@ Tensor.prototype.sparseCategoricalCrossentropy = function (
   const target =
     labelSmoothing === 0 ? picked : picked.mul(1 - labelSmoothing).add(logp.mean(-1).mul(labelSmoothing));
   const keep = ignoreIndex === undefined ? undefined : labels.ne(ignoreIndex);
-  // NaN for a label out of range that nothing checked (a lazy one), so that it cannot pass silently
-  const inRange = labels.ge(0).bitwiseAnd(labels.lt(n));
-  const valid = keep === undefined ? inRange : inRange.bitwiseOr(labels.eq(ignoreIndex!));
-  const loss = valid.where(keep === undefined ? target.neg() : keep.where(target.neg(), 0), Number.NaN);
+  const loss = guardIndices(
+    keep === undefined ? target.neg() : keep.where(target.neg(), 0),
+    labels,
+    n,
+    ignoreIndex,
+  );
   if (reduction === 'none') return loss;
   if (reduction === 'sum') return loss.sum();
   return keep === undefined ? loss.mean() : loss.sum().div(keep.sum());
