@@ -12,7 +12,7 @@ export {
   truncate,
 } from './dtype.ts';
 export { type Jitted, jit } from './engine/jit.ts';
-export { Context, ContextVar, DEBUG, SPEC } from './helpers.ts';
+export { CHECK_INDEX, Context, ContextVar, DEBUG, SPEC } from './helpers.ts';
 export * from './nn/index.ts';
 export { Device, type MemoryStats, memoryStats } from './runtime/device.ts';
 export {

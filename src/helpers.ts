@@ -33,6 +33,12 @@ export const DEBUG = new ContextVar('DEBUG', 0);
 /** Spec verification: 0 off, 1 at stage boundaries, 2 every node at construction. */
 export const SPEC = new ContextVar('SPEC', 1);
 
+/**
+ * Index checks on the device: 1 realizes a lazy index tensor where an op takes it (a sync) and reports its
+ * first out-of-range value; 0 (the default) checks only indices whose data the host already holds.
+ */
+export const CHECK_INDEX = new ContextVar('CHECK_INDEX', 0);
+
 /** Scoped settings: `Context.with({ DEBUG: 2 }, () => ...)` overrides them for the call only. */
 export class Context {
   static with<R>(settings: Record<string, SettingValue>, fn: () => R): R {

@@ -82,6 +82,15 @@ export function setBufferData(buf: UOp, values: StorageArray): void {
   deviceBuffer(buf).copyin(values);
 }
 
+/**
+ * A view of a BUFFER's data when the host can read it as it is: its memory exists (the node holds data) on a
+ * device whose memory the host addresses (CPU, JS). Undefined otherwise; nothing is allocated, copied or run.
+ */
+export function hostData(buf: UOp): StorageArray | undefined {
+  const b = memory.get(buf);
+  return b?.allocated && b.backend.allocator instanceof HostAllocator ? b.view() : undefined;
+}
+
 /** A view of a realized BUFFER's data (valid until the buffer is written again, freed or dropped). */
 export function bufferData(buf: UOp): StorageArray {
   return deviceBuffer(buf).view();

@@ -1,7 +1,7 @@
 // nn layers: Linear, convolutions, normalizations, Embedding, Dropout and LSTMCell, with tinygrad's default initialization.
 import { dtypes } from '../dtype.ts';
 import { prod } from '../helpers.ts';
-import { type ConvOptions, type Size, Tensor } from '../tensor/index.ts';
+import { type ConvOptions, checkIndex, type Size, Tensor } from '../tensor/index.ts';
 import { assign } from './state-dict.ts';
 
 /**
@@ -558,7 +558,9 @@ export class LayerNorm2d extends LayerNorm {
 /**
  * A table of vocabSize vectors of embedSize (glorot uniform, as tinygrad). forward(idx) maps integer indices
  * (...) to (..., embedSize) by a one-hot selection (compare with an arange, select, sum), so it runs in
- * kernels and has a gradient; an index outside [0, vocabSize) gives a zero vector.
+ * kernels and has a gradient. Indices lie in [0, vocabSize), negative ones included (PyTorch's rule): out of
+ * range is an error where the host holds them (made from JS data, or realized on CPU or JS), else only with
+ * CHECK_INDEX=1; a lazy one's vector is zeros.
  */
 export class Embedding extends Module {
   weight: Tensor;
@@ -578,6 +580,12 @@ export class Embedding extends Module {
       throw new Error(
         `Embedding(${this.vocabSize}, ${this.embedSize}): indices need an integer dtype, got ${idx.dtype.name}`,
       );
+    checkIndex(`Embedding(${this.vocabSize}, ${this.embedSize})`, idx, {
+      lo: 0,
+      hi: this.vocabSize,
+      name: 'index',
+      of: `a vocabulary of ${this.vocabSize}`,
+    });
     const hit = idx
       .unsqueeze(-1)
       .eq(Tensor.arange(this.vocabSize, undefined, 1, { device: idx.device }))

@@ -34,6 +34,8 @@ import './disk.ts';
 export { Device } from '../runtime/device.ts';
 export type { IsCloseOptions } from './activations.ts';
 export { type FnOptions, fn, fnMethod } from './function.ts';
+// index-value checks, for ops built on the Tensor API (src/nn's Embedding) to check as tensor ops do
+export { checkIndex, type IndexRange } from './index-check.ts';
 export type {
   BceLogitsOptions,
   CrossEntropyLossOptions,

@@ -1,4 +1,6 @@
 // Losses (cross entropy, nll, binary cross entropy) and functional nn (linear, batchnorm, normalize, varMean).
+import { checkIndex } from './index-check.ts';
+import { guardIndices } from './nn.ts';
 import type { Axes } from './reduce.ts';
 import { reducedAxes } from './reduce.ts';
 import { broadcastShape, Tensor } from './tensor.ts';
@@ -59,10 +61,15 @@ declare module './tensor.ts' {
      * Cross entropy of logits with classes on axis 1 (axis 0 for a 1-D input), PyTorch's layout: (C), (N, C)
      * or (N, C, d1, ...). An integer target holds class indices of shape (), (N) or (N, d1, ...); a float
      * target holds class probabilities of the logits' shape. 'mean' averages over the elements that are not
-     * ignored. An out-of-range class index gives NaN (checking it would read the data).
+     * ignored. Class indices lie in `[0, C)` or equal `ignoreIndex`: out of range is an error where the host
+     * holds them (made from JS data, or realized on CPU or JS), else only with CHECK_INDEX=1; a lazy one's
+     * loss is NaN.
      */
     crossEntropy(target: Tensor, opts?: CrossEntropyLossOptions): Tensor;
-    /** Negative log likelihood of log-probabilities in crossEntropy's layout against class indices. */
+    /**
+     * Negative log likelihood of log-probabilities in crossEntropy's layout against class indices, checked
+     * as crossEntropy's.
+     */
     nllLoss(target: Tensor, opts?: NllLossOptions): Tensor;
     /** -(y log p + (1 - y) log(1 - p)) of probabilities p (this), each log clamped at -100 as PyTorch does. */
     binaryCrossentropy(y: Tensor, opts?: LossOptions): Tensor;
@@ -98,8 +105,17 @@ function classAxis(op: string, x: Tensor): number {
   return x.ndim === 1 ? 0 : 1;
 }
 
-/** Checks an index target against logits x: x's shape without the class axis, an integer dtype. */
-function checkIndexTarget(op: string, x: Tensor, target: Tensor, c: number): void {
+/**
+ * Checks an index target against logits x: x's shape without the class axis, an integer dtype, values in
+ * [0, C) or the ignored index.
+ */
+function checkIndexTarget(
+  op: string,
+  x: Tensor,
+  target: Tensor,
+  c: number,
+  ignoreIndex: number | undefined,
+): void {
   const want = x.shape.filter((_, i) => i !== c);
   if (!target.dtype.isInt)
     throw new Error(`${op}: class-index target needs an integer dtype, got ${target.dtype.name}`);
@@ -107,18 +123,19 @@ function checkIndexTarget(op: string, x: Tensor, target: Tensor, c: number): voi
     throw new Error(
       `${op}: input ${shapeStr(x)} and target ${shapeStr(target)}; class indices need the input's shape without axis ${c} (${want.join(', ')})`,
     );
+  const n = x.shape[c]!;
+  checkIndex(op, target, {
+    lo: 0,
+    hi: n,
+    also: ignoreIndex,
+    name: 'class index',
+    of: `the ${n} classes on axis ${c} of the input ${shapeStr(x)}`,
+  });
 }
 
 /** x with the class axis moved last (a view). */
 const classesLast = (x: Tensor, c: number) =>
   c === x.ndim - 1 ? x : x.permute([...x.shape.keys()].filter((i) => i !== c).concat(c));
-
-/** NaN where a class index lies outside [0, n) and is not the ignored index, so a bad label cannot pass silently. */
-function guardIndices(loss: Tensor, target: Tensor, n: number, ignoreIndex: number | undefined): Tensor {
-  let valid = target.ge(0).bitwiseAnd(target.lt(n));
-  if (ignoreIndex !== undefined) valid = valid.bitwiseOr(target.eq(ignoreIndex));
-  return valid.where(loss, NaN);
-}
 
 // --- losses -------------------------------------------------------------------------------------------
 
@@ -143,16 +160,16 @@ Tensor.prototype.crossEntropy = function (
     const p = labelSmoothing === 0 ? target : target.mul(1 - labelSmoothing).add(labelSmoothing / n);
     return reduce(this.logSoftmax(c).mul(p).sum(c).neg(), reduction);
   }
-  checkIndexTarget('crossEntropy', this, target, c);
-  // one layout for sparseCategoricalCrossentropy: classes last; per-element losses, reduced here
+  checkIndexTarget('crossEntropy', this, target, c, ignoreIndex);
+  // one layout for sparseCategoricalCrossentropy (which gives NaN for a bad lazy index): classes last;
+  // per-element losses, reduced here
   const loss = classesLast(this, c).sparseCategoricalCrossentropy(target, {
     ignoreIndex,
     labelSmoothing,
     reduction: 'none',
   });
-  const guarded = guardIndices(loss, target, n, ignoreIndex);
-  if (reduction !== 'mean' || ignoreIndex === undefined) return reduce(guarded, reduction);
-  return guarded.sum().div(target.ne(ignoreIndex).sum());
+  if (reduction !== 'mean' || ignoreIndex === undefined) return reduce(loss, reduction);
+  return loss.sum().div(target.ne(ignoreIndex).sum());
 };
 
 Tensor.prototype.nllLoss = function (this: Tensor, target: Tensor, opts: NllLossOptions = {}): Tensor {
@@ -160,7 +177,7 @@ Tensor.prototype.nllLoss = function (this: Tensor, target: Tensor, opts: NllLoss
   checkReduction('nllLoss', reduction);
   const c = classAxis('nllLoss', this);
   const n = this.shape[c]!;
-  checkIndexTarget('nllLoss', this, target, c);
+  checkIndexTarget('nllLoss', this, target, c, ignoreIndex);
   if (weight !== undefined && (weight.ndim !== 1 || weight.shape[0] !== n))
     throw new Error(`nllLoss: weight ${shapeStr(weight)} should have shape (${n}), one value per class`);
   // where, not a product with a one-hot: a log-probability of -inf in another class must not give NaN

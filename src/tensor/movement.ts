@@ -1,5 +1,6 @@
 // Movement and indexing on Tensor: squeeze, repeat, cat, stack, split, chunk, triu/tril, gather, get.
 import { type ConstValue, dtypes, promoteAll } from '../dtype.ts';
+import { checkIndex } from './index-check.ts';
 import { broadcastShape, Tensor } from './tensor.ts';
 
 /**
@@ -25,7 +26,12 @@ declare module './tensor.ts' {
     triu(k?: number): Tensor;
     /** Zeroes the elements above the k-th diagonal of the last two axes. */
     tril(k?: number): Tensor;
-    /** out[..., i, ...] = this[..., index[..., i, ...], ...] along `dim` (as torch.gather). */
+    /**
+     * out[..., i, ...] = this[..., index[..., i, ...], ...] along `dim` (as torch.gather). Index values lie in
+     * `[0, size)`, negative ones included (PyTorch's rule). An index the host holds (made from JS data, or
+     * realized on CPU or JS) out of range is an error naming it; a lazy one is checked only with CHECK_INDEX=1,
+     * and otherwise selects 0.
+     */
     gather(dim: number, index: Tensor): Tensor;
     /**
      * Indexing: numpy's `t[...]` written as arguments.
@@ -40,8 +46,10 @@ declare module './tensor.ts' {
      * Integers, slices, new axes and the ellipsis are movement ops only (flip, shrink, pad + reshape for a
      * step, reshape), never copies. Integer tensors broadcast together to a shape B and select by the spec's
      * one-hot gather; B takes their axes' place when they sit next to each other and goes first otherwise
-     * (numpy's rule, with integers removing their axis first, as in PyTorch). Index tensors may be negative;
-     * out-of-range values select 0 (they are data, so nothing checks them).
+     * (numpy's rule, with integers removing their axis first, as in PyTorch). Index tensors' values lie in
+     * `[-size, size)`, negative ones counting from the end (PyTorch's rule). One the host holds (made from JS
+     * data, or realized on CPU or JS) out of range is an error naming it; a lazy one is checked only with
+     * CHECK_INDEX=1, and otherwise selects 0.
      */
     get(...indices: Index[]): Tensor;
   }
@@ -203,6 +211,12 @@ Tensor.prototype.gather = function (this: Tensor, dim: number, index: Tensor): T
       `gather: index shape ${fmt(index.shape)} needs the ${this.ndim} dims of the input ${fmt(this.shape)}, each no larger except along dim ${dim}`,
     );
   const k = this.shape[d]!;
+  checkIndex('gather', index, {
+    lo: 0,
+    hi: k,
+    name: 'index',
+    of: `dim ${dim} of the input ${fmt(this.shape)}`,
+  });
   // values[..., 1 (at d), ..., k]: the input restricted to the index's extent, its dim d moved last.
   const within = index.shape.every((s, i) => i === d || s === this.shape[i]);
   const x = within ? this : this.shrink(this.shape.map((s, i) => [0, i === d ? s : index.shape[i]!]));
@@ -261,6 +275,12 @@ Tensor.prototype.get = function (this: Tensor, ...indices: Index[]): Tensor {
         throw new Error(
           `get: index tensors must have an integer dtype, got ${idx.dtype.name} for axis ${axis}`,
         );
+      checkIndex('get', idx, {
+        lo: -size,
+        hi: size,
+        name: 'index',
+        of: `axis ${axis} of shape ${fmt(shape)}`,
+      });
       tensors.push({ pos: out.length, index: idx, size });
       views.push({ start: 0, count: size, step: 1, flip: false });
       out.push(size);

@@ -1,5 +1,6 @@
 // Linear algebra and nn functions composed from movement ops, mul and reduces: einsum, conv, losses (pools: pool.ts).
 import { dtypes } from '../dtype.ts';
+import { checkIndex } from './index-check.ts';
 import type { Axes } from './reduce.ts';
 import { Tensor } from './tensor.ts';
 
@@ -38,9 +39,17 @@ declare module './tensor.ts' {
     conv2d(weight: Tensor, bias?: Tensor, opts?: ConvOptions): Tensor;
     /** (x - mean) / sqrt(var + eps) along the axes, with the population variance. */
     layernorm(axis?: Axes, eps?: number): Tensor;
-    /** An int32 tensor with a new last axis of size n, 1 at each label's index and 0 elsewhere. */
+    /**
+     * An int32 tensor with a new last axis of size n, 1 at each label's index and 0 elsewhere. Labels lie in
+     * `[0, n)`, negative ones included (PyTorch's rule): out of range is an error where the host holds them
+     * (made from JS data, or realized on CPU or JS), else only with CHECK_INDEX=1; a lazy one's row is all 0.
+     */
     oneHot(n: number): Tensor;
-    /** Cross entropy of logits (..., C) against int labels (...), mean over the labels by default. */
+    /**
+     * Cross entropy of logits (..., C) against int labels (...), mean over the labels by default. Labels lie
+     * in `[0, C)` or equal `ignoreIndex`: out of range is an error where the host holds them (made from JS
+     * data, or realized on CPU or JS), else only with CHECK_INDEX=1; a lazy one's loss is NaN.
+     */
     sparseCategoricalCrossentropy(labels: Tensor, opts?: CrossEntropyOptions): Tensor;
     /** softmax(q k^T / sqrt(E)) v for this query (..., L, E), key (..., S, E) and value (..., S, Ev). */
     scaledDotProductAttention(key: Tensor, value: Tensor, opts?: AttentionOptions): Tensor;
@@ -332,10 +341,28 @@ Tensor.prototype.oneHot = function (this: Tensor, n: number): Tensor {
   if (!this.dtype.isInt) throw new Error(`oneHot: labels need an integer dtype, got ${this.dtype.name}`);
   if (!Number.isInteger(n) || n < 1)
     throw new Error(`oneHot: the class count must be a positive integer, got ${n}`);
-  return this.unsqueeze(-1)
-    .eq(Tensor.arange(n, undefined, 1, { device: this.device }))
-    .where(1, 0);
+  checkIndex('oneHot', this, { lo: 0, hi: n, name: 'label', of: `${n} classes` });
+  return hot(this, n).where(1, 0);
 };
+
+/**
+ * @internal NaN where a class index lies outside [0, n) and is not the ignored index: a label nothing checked
+ * (a lazy one) cannot pass silently.
+ */
+export function guardIndices(
+  loss: Tensor,
+  labels: Tensor,
+  n: number,
+  ignoreIndex: number | undefined,
+): Tensor {
+  let valid = labels.ge(0).bitwiseAnd(labels.lt(n));
+  if (ignoreIndex !== undefined) valid = valid.bitwiseOr(labels.eq(ignoreIndex));
+  return valid.where(loss, Number.NaN);
+}
+
+/** Bool (..., n): whether each label is each class (unchecked: a label out of range is all false). */
+const hot = (labels: Tensor, n: number) =>
+  labels.unsqueeze(-1).eq(Tensor.arange(n, undefined, 1, { device: labels.device }));
 
 Tensor.prototype.sparseCategoricalCrossentropy = function (
   this: Tensor,
@@ -348,12 +375,27 @@ Tensor.prototype.sparseCategoricalCrossentropy = function (
     throw new Error(
       `sparseCategoricalCrossentropy: logits ${shapeStr(this)} and labels ${shapeStr(labels)}; labels need the logits' shape without its last (class) axis`,
     );
+  if (!labels.dtype.isInt)
+    throw new Error(`sparseCategoricalCrossentropy: labels need an integer dtype, got ${labels.dtype.name}`);
+  const n = this.shape[this.ndim - 1]!;
+  checkIndex('sparseCategoricalCrossentropy', labels, {
+    lo: 0,
+    hi: n,
+    also: ignoreIndex,
+    name: 'label',
+    of: `the ${n} classes of the logits ${shapeStr(this)}`,
+  });
   const logp = this.logSoftmax(-1);
-  const picked = logp.mul(labels.oneHot(this.shape[this.ndim - 1]!)).sum(-1);
+  const picked = logp.mul(hot(labels, n).where(1, 0)).sum(-1);
   const target =
     labelSmoothing === 0 ? picked : picked.mul(1 - labelSmoothing).add(logp.mean(-1).mul(labelSmoothing));
   const keep = ignoreIndex === undefined ? undefined : labels.ne(ignoreIndex);
-  const loss = keep === undefined ? target.neg() : keep.where(target.neg(), 0);
+  const loss = guardIndices(
+    keep === undefined ? target.neg() : keep.where(target.neg(), 0),
+    labels,
+    n,
+    ignoreIndex,
+  );
   if (reduction === 'none') return loss;
   if (reduction === 'sum') return loss.sum();
   return keep === undefined ? loss.mean() : loss.sum().div(keep.sum());

@@ -21,7 +21,8 @@ interface Origin {
 // a graph that read the freed buffer can still take gradients through what it was computed from.
 const origins = new WeakMap<UOp, Origin>();
 const writes = new WeakMap<UOp, number>();
-const writeCount = (buf: UOp) => writes.get(buf) ?? 0;
+/** How many times a buffer has been written since it was made (realized assigns, JIT replays). */
+export const writeCount = (buf: UOp): number => writes.get(buf) ?? 0;
 
 /** The value a realize computes for a tensor's graph: an assign's (STORE's) value, else the graph itself. */
 function computedValue(graph: UOp): UOp {

@@ -2,6 +2,7 @@
 
 import { dtypes } from '../dtype.ts';
 import { prod } from '../helpers.ts';
+import { checkIndex } from './index-check.ts';
 import { type Padding, padPairs, perAxis, type Size, windows } from './nn.ts';
 import { Tensor } from './tensor.ts';
 
@@ -60,11 +61,15 @@ declare module './tensor.ts' {
     avgPool2d(kernel?: Size, opts?: AvgPoolOptions): Tensor;
     /** Mean over windows of the last three axes (kernel default 2 per axis). */
     avgPool3d(kernel?: Size, opts?: AvgPoolOptions): Tensor;
-    /** Puts each value at its index from maxPool1d's returnIndices, zeros elsewhere (the last axis). */
+    /**
+     * Puts each value at its index from maxPool1d's returnIndices, zeros elsewhere (the last axis). Indices
+     * lie in `[0, output plane size)`: out of range is an error where the host holds them (made from JS data,
+     * or realized on CPU or JS), else only with CHECK_INDEX=1; a lazy one's value is dropped.
+     */
     maxUnpool1d(indices: Tensor, kernel?: Size, opts?: MaxUnpoolOptions): Tensor;
-    /** Puts each value at its index from maxPool2d's returnIndices, zeros elsewhere (the last two axes). */
+    /** Puts each value at its index from maxPool2d's returnIndices, zeros elsewhere (the last two axes), as maxUnpool1d. */
     maxUnpool2d(indices: Tensor, kernel?: Size, opts?: MaxUnpoolOptions): Tensor;
-    /** Puts each value at its index from maxPool3d's returnIndices, zeros elsewhere (the last three axes). */
+    /** Puts each value at its index from maxPool3d's returnIndices, zeros elsewhere (the last three axes), as maxUnpool1d. */
     maxUnpool3d(indices: Tensor, kernel?: Size, opts?: MaxUnpoolOptions): Tensor;
     /**
      * Resizes the last size.length axes to size, with PyTorch's coordinates: 'nearest' reads floor(dst *
@@ -200,6 +205,12 @@ function maxUnpool(n: number) {
     const size = opts.outputSize ?? pooled.map((d, j) => (d - 1) * stride[j]! - 2 * pad[j]! + k[j]!);
     if (size.length !== n || !size.every((d) => Number.isInteger(d) && d >= 0))
       throw new Error(`${op}: outputSize ${JSON.stringify(size)} should be ${n} non-negative integers`);
+    checkIndex(op, indices, {
+      lo: 0,
+      hi: prod(size),
+      name: 'index',
+      of: `the output plane ${shapeStr(size)} of ${prod(size)} positions`,
+    });
     const lead = this.shape.slice(0, this.ndim - n);
     const m = prod(pooled);
     const idx = indices.reshape([...lead, m, 1]);

@@ -1,5 +1,6 @@
 // Masked and scatter ops on Tensor: maskedFill, scatter, scatterReduce, maskedSelect, nonzero.
 import { type ConstValue, dtypes } from '../dtype.ts';
+import { checkIndex } from './index-check.ts';
 import { broadcastShape, Tensor } from './tensor.ts';
 
 /** How scatterReduce combines the values that land on one position. */
@@ -17,15 +18,17 @@ declare module './tensor.ts' {
     /**
      * torch.Tensor.scatter: a copy with `out[..., index[i, j, k], ...] = src[i, j, k]` along `dim` (src a
      * tensor, read over index's extent, or a scalar). When several entries of index name one position, the
-     * last one along `dim` wins (deterministic, unlike PyTorch's unspecified order). Index values outside
-     * `[0, size)`, negative ones included, write nothing (PyTorch throws; checking would read the index).
+     * last one along `dim` wins (deterministic, unlike PyTorch's unspecified order). Index values lie in
+     * `[0, size)`, negative ones included (PyTorch's rule). An index the host holds (made from JS data, or
+     * realized on CPU or JS) out of range is an error naming it; a lazy one is checked only with
+     * CHECK_INDEX=1, and otherwise writes nothing there.
      */
     scatter(dim: number, index: Tensor, src: Tensor | ConstValue): Tensor;
     /**
      * torch.Tensor.scatter_reduce: every src value is combined into the position index names along `dim` by
      * `reduce`; with `includeSelf` (default) the tensor's own value takes part, without it a position that
      * some index hits starts from its first value. Positions no index hits keep the tensor's value. 'mean'
-     * of integers rounds down. Index values outside `[0, size)` write nothing, as in `scatter`.
+     * of integers rounds down. Index values are checked as in `scatter`.
      */
     scatterReduce(
       dim: number,
@@ -92,7 +95,15 @@ interface Spread {
   self: Tensor;
 }
 
-function spread(op: string, t: Tensor, dim: number, index: Tensor, src: Tensor | ConstValue): Spread {
+/** The checks and the one-hot form of a scatter; `checked` says whether the index values are checked too. */
+function spread(
+  op: string,
+  t: Tensor,
+  dim: number,
+  index: Tensor,
+  src: Tensor | ConstValue,
+  checked: boolean,
+): Spread {
   const d = dimOf(op, t, dim);
   if (!(index instanceof Tensor)) throw new Error(`${op}: the index must be an integer Tensor`);
   t.toTensor(op, index);
@@ -109,6 +120,8 @@ function spread(op: string, t: Tensor, dim: number, index: Tensor, src: Tensor |
       `${op}: src shape ${fmt(values.shape)} must have the ${index.ndim} dims of the index ${fmt(index.shape)}, each at least as large`,
     );
   const n = t.shape[d]!;
+  if (checked)
+    checkIndex(op, index, { lo: 0, hi: n, name: 'index', of: `dim ${dim} of the tensor ${fmt(t.shape)}` });
   const extent = index.shape.map((s, i) => (i === d ? n : s));
   const within = (x: Tensor, shape: readonly number[]) =>
     shapesEqual(x.shape, shape) ? x : x.shrink(shape.map((s) => [0, s] as [number, number]));
@@ -156,18 +169,32 @@ Tensor.prototype.scatter = function (
   index: Tensor,
   src: Tensor | ConstValue,
 ): Tensor {
-  const { d, extent, hits, src: values, self } = spread('scatter', this, dim, index, src);
-  if (this.numel === 0 || index.numel === 0) return this;
+  return scatterLast(this, dim, index, src, true);
+};
+
+/**
+ * @internal scatter, with the index values checked or not (an index computed to be in range, or to write
+ * nothing where it is -1, as set's).
+ */
+export function scatterLast(
+  t: Tensor,
+  dim: number,
+  index: Tensor,
+  src: Tensor | ConstValue,
+  checked: boolean,
+): Tensor {
+  const { d, extent, hits, src: values, self } = spread('scatter', t, dim, index, src, checked);
+  if (t.numel === 0 || index.numel === 0) return t;
   // the last entry along dim that lands on a position wins: its slot is the largest hitting one (-1: none)
-  const slot = positions(this, index.shape[d]!, d + 1, this.ndim + 1);
+  const slot = positions(t, index.shape[d]!, d + 1, t.ndim + 1);
   const last = hits.where(slot, -1).max(d + 1, true);
   const chosen = slot
     .eq(last)
     .where(values, zeroOf(self))
     .sum(d + 1)
-    .cast(this.dtype);
-  return place(this, extent, last.ge(0).squeeze(d + 1), chosen);
-};
+    .cast(t.dtype);
+  return place(t, extent, last.ge(0).squeeze(d + 1), chosen);
+}
 
 const REDUCES: readonly ScatterReduce[] = ['sum', 'prod', 'mean', 'amax', 'amin'];
 
@@ -183,7 +210,7 @@ Tensor.prototype.scatterReduce = function (
     throw new Error(
       `scatterReduce: reduce must be one of ${REDUCES.map((r) => `'${r}'`).join(', ')}, got '${reduce}'`,
     );
-  const { d, extent, hits, src: values, self } = spread('scatterReduce', this, dim, index, src);
+  const { d, extent, hits, src: values, self } = spread('scatterReduce', this, dim, index, src, true);
   if (this.numel === 0 || index.numel === 0) return this;
   const a = d + 1;
   // with includeSelf, the tensor's own value is one more entry landing on each position (so that, as in

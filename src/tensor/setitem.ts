@@ -1,6 +1,7 @@
 // Indexed assignment on Tensor: set, numpy's `t[...] = value` (tinygrad's __setitem__).
 import type { ConstValue } from '../dtype.ts';
 import { type Index, type Slice, sliceAxis } from './movement.ts';
+import { scatterLast } from './scatter.ts';
 import { Tensor } from './tensor.ts';
 
 declare module './tensor.ts' {
@@ -13,8 +14,9 @@ declare module './tensor.ts' {
      * lazy one gets the new graph. Returns this tensor.
      *
      * Without index tensors the write is movement ops (pad, flip, reshape) and one `where`. With them it is a
-     * scatter over the flat positions: a position named twice takes the last value, and index-tensor values
-     * out of range write nothing (they are data, so nothing checks them).
+     * scatter over the flat positions: a position named twice takes the last value. Index tensors are checked
+     * as `get` checks them: out of range is an error where the host holds them (else with CHECK_INDEX=1); a
+     * lazy one's out-of-range values otherwise write nothing.
      */
     set(...args: [...indices: Index[], value: Tensor | ConstValue]): this;
   }
@@ -89,10 +91,13 @@ function advancedWrite(t: Tensor, indices: readonly Index[], v: Tensor): Tensor 
   const flat = Tensor.arange(1, t.numel + 1, 1, { device: t.device })
     .reshape(t.shape)
     .get(...indices);
-  return t
-    .reshape([t.numel])
-    .scatter(0, flat.sub(1).reshape([flat.numel]), v.reshape([v.numel]))
-    .reshape(t.shape);
+  return scatterLast(
+    t.reshape([t.numel]),
+    0,
+    flat.sub(1).reshape([flat.numel]),
+    v.reshape([v.numel]),
+    false,
+  ).reshape(t.shape);
 }
 
 Tensor.prototype.set = function <T extends Tensor>(this: T, ...args: [...Index[], Tensor | ConstValue]): T {

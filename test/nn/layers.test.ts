@@ -378,7 +378,7 @@ describe('LayerNorm, RMSNorm, GroupNorm', () => {
 });
 
 describe('Embedding and Dropout', () => {
-  it('Embedding looks up rows (out-of-range indices give zeros) and is glorot uniform', () => {
+  it('Embedding looks up rows (unchecked out-of-range indices give zeros) and is glorot uniform', () => {
     const emb = new Embedding(50, 20);
     expectUniform(emb.weight, Math.sqrt(6 / 70));
     const w = data(emb.weight);
@@ -386,7 +386,10 @@ describe('Embedding and Dropout', () => {
       [3, 0, 49],
       [7, 7, 50],
     ]);
-    const y = emb.call(idx);
+    expect(() => emb.call(idx)).toThrow(
+      'Embedding(50, 20): index 50 at position [1, 2] of the index tensor (2, 3) is out of range for a vocabulary of 50; valid values are 0..49',
+    );
+    const y = emb.call(idx.contiguous()); // lazy: not checked (CHECK_INDEX=0)
     expect(y.shape).toEqual([2, 3, 20]);
     const want = [3, 0, 49, 7, 7, 50].flatMap((i) =>
       i < 50 ? w.slice(i * 20, i * 20 + 20) : new Array<number>(20).fill(0),

@@ -76,7 +76,7 @@ describe.each(DEVICES)('losses on %s', (device) => {
     }
   });
 
-  it('crossEntropy: int64 targets, a permuted input, large logits, an out-of-range label gives NaN', () => {
+  it('crossEntropy: int64 targets, a permuted input, large logits, an unchecked out-of-range label gives NaN', () => {
     const xs = values(12, 3);
     const logits = f32(xs, device, [3, 4]).T; // (4, 3), not contiguous
     const perm = [0, 1, 2, 3].flatMap((i) => [0, 1, 2].map((j) => xs[j * 4 + i]!));
@@ -85,8 +85,12 @@ describe.each(DEVICES)('losses on %s', (device) => {
     close(data(logits.crossEntropy(new Tensor(ys, { device, dtype: dtypes.int64 }))), [want]);
     const big = f32([1000, -1000, 0, -1000, 1000, 0], device, [2, 3]);
     close(data(big.crossEntropy(i32([0, 0], device), { reduction: 'none' })), [0, 2000]);
-    const bad = big.crossEntropy(i32([3, -1], device), { reduction: 'none' });
+    // a lazy target is not checked (CHECK_INDEX=0): NaN marks the bad labels; the host's data is checked
+    const bad = big.crossEntropy(i32([3, -1], device).contiguous(), { reduction: 'none' });
     expect(data(bad).map(Number.isNaN)).toEqual([true, true]);
+    expect(() => big.crossEntropy(i32([3, -1], device))).toThrow(
+      'crossEntropy: class index 3 at position [0]',
+    );
     // the ignored index may lie outside [0, C): PyTorch's default -100
     close(data(big.crossEntropy(i32([-100, 0], device), { ignoreIndex: -100 })), [2000]);
   });
@@ -144,12 +148,14 @@ describe.each(DEVICES)('losses on %s', (device) => {
       ref3,
     );
     close(data(f32([-1, -2, -3], device).nllLoss(i32([2], device, []))), [3]);
-    expect(data(logp.nllLoss(i32([0, 3, 1, -1], device), { reduction: 'none' })).map(Number.isNaN)).toEqual([
+    const bad = i32([0, 3, 1, -1], device);
+    expect(data(logp.nllLoss(bad.contiguous(), { reduction: 'none' })).map(Number.isNaN)).toEqual([
       false,
       true,
       false,
       true,
     ]);
+    expect(() => logp.nllLoss(bad)).toThrow('nllLoss: class index 3 at position [1]');
   });
 
   it('binaryCrossentropy on probabilities: clamped logs at 0 and 1, reductions', () => {

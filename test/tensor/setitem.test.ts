@@ -204,9 +204,13 @@ for (const device of DEVICES)
         [0, 0, 3],
         [2, 0, 0],
       ]);
-      // index-tensor values out of range write nothing (they are data; nothing checks them)
+      // index-tensor values out of range are an error where the host holds them; unchecked (lazy,
+      // CHECK_INDEX=0) they write nothing
       const z = Tensor.zeros([4], { device });
-      z.set(I([1, 7, -9]), 1);
+      expect(() => z.set(I([1, 7, -9]), 1)).toThrow(
+        'set: index 7 at position [1] of the index tensor (3) is out of range for axis 0 of shape (4); valid values are -4..3',
+      );
+      z.set(I([1, 7, -9]).contiguous(), 1);
       expect(z.tolist()).toEqual([0, 1, 0, 0]);
       // with an integer and a slice too
       const w = Tensor.zeros([3, 4], { device });
