@@ -2,7 +2,9 @@
 // plan, cached by the function's content key; the program stage (compile.ts) compiles the plan's kernels;
 // realize runs them over the input buffers, fresh output buffers and the planned intermediate storage.
 
+import { toStorage } from '../dtype.ts';
 import { DEBUG, prod } from '../helpers.ts';
+import { LRU } from '../lru.ts';
 import type { Program } from '../runtime/backend.ts';
 import { DeviceBuffer } from '../runtime/buffer.ts';
 import { Device } from '../runtime/device.ts';
@@ -13,22 +15,35 @@ import { Ops } from '../uop/ops.ts';
 import type { UOp } from '../uop/uop.ts';
 import { deviceBuffer } from './buffers.ts';
 import { type Compiled, compileKernel, optsKey } from './compile.ts';
+import { type KernelValues, kernelValues } from './lift.ts';
 
 interface Realizable {
   uop: UOp;
   readonly device: string;
 }
 
-/** A plan whose kernels are compiled. */
+/** A plan whose kernels are compiled; `values` holds the constants a kernel reads at run time (lift.ts). */
 interface Runnable extends Omit<Plan, 'steps'> {
-  steps: { kernel: Compiled; refs: number[]; bytes: number }[];
+  steps: { kernel: Compiled; refs: number[]; values: DeviceBuffer[]; bytes: number }[];
 }
 
-const plans = new Map<string, Runnable>();
+const plans = new LRU<string, Runnable>();
+
+/** A one-element buffer holding a kernel's run-time constant (kept by the plan, and by a JIT that records it). */
+const valueBuffer = (device: string, { value, dtype }: KernelValues['values'][number]) =>
+  new DeviceBuffer(device, 1, dtype).allocate().copyin(toStorage(dtype, [value]));
 
 const compilePlan = (plan: Plan, device: string): Runnable => ({
   ...plan,
-  steps: plan.steps.map(({ ast, refs, bytes }) => ({ kernel: compileKernel(ast, device), refs, bytes })),
+  steps: plan.steps.map(({ ast, refs, bytes }) => {
+    const lifted = kernelValues(ast, refs.length);
+    return {
+      kernel: compileKernel(lifted.ast, device),
+      refs,
+      values: lifted.values.map((v) => valueBuffer(device, v)),
+      bytes,
+    };
+  }),
 });
 
 /** A kernel launch as a JIT records it: the program and the buffers it ran on. */
@@ -77,6 +92,7 @@ function runPlan(plan: Runnable, inputs: readonly UOp[], device: string): UOp[] 
   for (const step of plan.steps) {
     const { program, display, flops } = step.kernel;
     const bufs = step.refs.map((i) => table[i]!);
+    bufs.push(...step.values);
     recording?.launches.push({ program, bufs });
     const seconds = program.run(bufs, [], DEBUG.value >= 2);
     if (DEBUG.value >= 2) {
