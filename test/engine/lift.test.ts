@@ -8,6 +8,7 @@ import { jit } from '../../src/engine/jit.ts';
 import { cachedPlans, scheduleOf } from '../../src/engine/realize.ts';
 import { Context } from '../../src/helpers.ts';
 import { Tensor } from '../../src/tensor/index.ts';
+import { settle } from '../settle.ts';
 
 const DEVICES = ['JS', 'CPU'];
 
@@ -177,6 +178,27 @@ describe('changing JS numbers', () => {
         expect(programStats().cached).toBeLessThanOrEqual(4);
       }
     });
+  });
+
+  it('CPU programs dropped from every cache unload, load again when needed, and live on in a JIT that holds them', async () => {
+    const x = new Tensor([1, 2, 3], { device: 'CPU' });
+    const chain = (n: number) => {
+      let t = x;
+      for (let k = 0; k < n; k++) t = t.mul(k + 2);
+      return t;
+    };
+    const product = (n: number) => Array.from({ length: n }, (_, k) => k + 2).reduce((a, b) => a * b, 1);
+    const f = jit((t: Tensor) => t.mul(t).add(0.5));
+    for (let i = 0; i < 3; i++) f(x);
+    Context.with({ CACHE_ENTRIES: 2 }, () => {
+      for (let n = 1; n < 8; n++) chain(n).realize();
+    });
+    await settle(); // collects what no cache holds: its libraries unload
+    Context.with({ CACHE_ENTRIES: 2 }, () => {
+      for (let n = 1; n < 8; n++)
+        expect([...chain(n).dataSync()]).toEqual([1, 2, 3].map((v) => v * product(n)));
+    });
+    expect([...f(new Tensor([4, 5, 6], { device: 'CPU' })).dataSync()]).toEqual([16.5, 25.5, 36.5]);
   });
 });
 
