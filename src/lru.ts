@@ -2,9 +2,9 @@
 import { ContextVar } from './helpers.ts';
 
 /**
- * Entries each compiler cache keeps (programs, plans, kernel shapes, CPU libraries). A few thousand hold every
- * kernel of a big training step many times over, while a program that makes new graphs forever (a shape
- * that changes every step) stays at a few megabytes.
+ * Entries each compiler cache keeps (programs, plans, CPU libraries). A few thousand hold every kernel of a big
+ * training step many times over, while a program that makes new graphs forever (a shape that changes every
+ * step) stays at a few megabytes.
  */
 export const CACHE_ENTRIES = new ContextVar('CACHE_ENTRIES', 4096);
 

@@ -54,17 +54,16 @@ export class KernelStep<K> {
 
   /** The program for these graph values, and the one-element buffers of the constants it reads at run time. */
   program(values: readonly ConstValue[], compile: CompileKernel<K>): { kernel: K; extra: DeviceBuffer[] } {
-    const mine = this.placeholders.map((p) => values[p.tag as number]!);
-    this.first ??= mine;
-    const first = this.first;
-    const differs = mine.flatMap((v, j) => (Object.is(v, first[j]) ? [] : [j]));
     // LIFT=0 compiles the AST of every new value (the program cache keeps each)
     if (LIFT.value === 0) return { kernel: compile(bake(this.ast, values)), extra: [] };
-    if (differs.length === 0) return { kernel: (this.baked ??= compile(this.bakedAst())), extra: [] };
+    const mine = this.placeholders.map((p) => values[p.tag as number]!);
+    const first = (this.first ??= mine);
+    const differs = mine.flatMap((v, j) => (Object.is(v, first[j]) ? [] : [j]));
+    if (differs.length === 0) return { kernel: (this.baked ??= compile(this.astReading([]))), extra: [] };
     const known = this.lifted?.positions ?? [];
     if (this.lifted === undefined || differs.some((j) => !known.includes(j))) {
       const positions = [...new Set([...known, ...differs])].sort((a, b) => a - b);
-      this.lifted = { positions, kernel: compile(this.liftedAst(positions)) };
+      this.lifted = { positions, kernel: compile(this.astReading(positions)) };
     }
     const extra = this.lifted.positions.map((j) => {
       const d = this.placeholders[j]!.dtype;
@@ -73,13 +72,8 @@ export class KernelStep<K> {
     return { kernel: this.lifted.kernel, extra };
   }
 
-  private bakedAst(): UOp {
-    const first = this.first!;
-    return substitute(this.ast, new Map(this.placeholders.map((p, j) => [p, UOp.const(p.dtype, first[j]!)])));
-  }
-
   /** The AST reading the placeholders at `positions` from buffer parameters after its own, the others baked. */
-  private liftedAst(positions: readonly number[]): UOp {
+  private astReading(positions: readonly number[]): UOp {
     const first = this.first!;
     const by = new Map(this.placeholders.map((p, j) => [p, UOp.const(p.dtype, first[j]!)]));
     positions.forEach((j, n) => {
