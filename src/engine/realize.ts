@@ -1,6 +1,7 @@
 // Realize: the schedule's stages (src/schedule/index.ts) give a function of the tensors' input buffers and its
-// plan, cached by the function's content key; the program stage (compile.ts) compiles the plan's kernels;
-// realize runs them over the input buffers, fresh output buffers and the planned intermediate storage.
+// plan, cached by the function's content key; the program stage (compile.ts) compiles the plan's kernels when
+// they first run, for the values of the graph's constants (lift.ts); realize runs them over the input buffers,
+// fresh output buffers, the planned intermediate storage and the buffers of constants read at run time.
 
 import type { ConstValue } from '../dtype.ts';
 import { DEBUG, prod } from '../helpers.ts';
