@@ -5,6 +5,7 @@ import { NOOPT } from '../codegen/opt/heuristic.ts';
 import { CPU_TARGET, printOpts, type Target } from '../codegen/opt/opts.ts';
 import { BEAM, beamSearch } from '../codegen/opt/search.ts';
 import { DEBUG } from '../helpers.ts';
+import { LRU } from '../lru.ts';
 import { renderC, renderCUDA } from '../renderer/c.ts';
 import { renderJS } from '../renderer/js.ts';
 import { renderSIMT } from '../renderer/simt.ts';
@@ -12,6 +13,7 @@ import type { Backend, KernelLanguage, Program } from '../runtime/backend.ts';
 import { Device } from '../runtime/device.ts';
 import { printLinear, toCode } from '../uop/print.ts';
 import type { UOp } from '../uop/uop.ts';
+import { LIFT } from './lift.ts';
 
 /** Source renderers by the language a device compiles. */
 const RENDERERS: Record<KernelLanguage, (name: string, linear: UOp) => string> = {
@@ -33,8 +35,9 @@ const targetOf = (backend: Backend): Target => ({
   grid: backend.workgroups(),
 });
 
-/** What decides the opts a kernel gets on a device, for the program and plan caches' keys. */
-export const optsKey = (backend: Backend) => `${NOOPT.value}|${BEAM.value}|${backend.threads()}`;
+/** What decides the opts a kernel gets on a device and which constants lift, for the program and plan caches' keys. */
+export const optsKey = (backend: Backend) =>
+  `${NOOPT.value}|${BEAM.value}|${LIFT.value}|${backend.threads()}`;
 
 export interface Compiled {
   program: Program;
@@ -42,7 +45,11 @@ export interface Compiled {
   flops: number;
 }
 
-const programs = new Map<string, Compiled>();
+const programs = new LRU<string, Compiled>();
+let built = 0;
+
+/** Programs built since the process started (a compile each, or a load from the disk cache) and programs cached. */
+export const programStats = (): { built: number; cached: number } => ({ built, cached: programs.size });
 
 /** Opts (searched where BEAM asks, else hand-coded), lowering, render, compile: a kernel's program, cached. */
 export function compileKernel(ast: UOp, device: string): Compiled {
@@ -67,6 +74,7 @@ export function compileKernel(ast: UOp, device: string): Compiled {
     if (DEBUG.value >= 4) console.log(READABLE[language]?.(name, linear) ?? source);
     if (DEBUG.value >= 3) console.log(`${display}: ${opts.length ? printOpts(opts) : 'no opts'}`);
     p = { program: backend.compile(name, source), display, flops };
+    built++;
     programs.set(key, p);
   }
   return p;

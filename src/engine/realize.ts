@@ -1,8 +1,11 @@
 // Realize: the schedule's stages (src/schedule/index.ts) give a function of the tensors' input buffers and its
-// plan, cached by the function's content key; the program stage (compile.ts) compiles the plan's kernels;
-// realize runs them over the input buffers, fresh output buffers and the planned intermediate storage.
+// plan, cached by the function's content key; the program stage (compile.ts) compiles the plan's kernels when
+// they first run, for the values of the graph's constants (lift.ts); realize runs them over the input buffers,
+// fresh output buffers, the planned intermediate storage and the buffers of constants read at run time.
 
+import type { ConstValue } from '../dtype.ts';
 import { DEBUG, prod } from '../helpers.ts';
+import { LRU } from '../lru.ts';
 import type { Program } from '../runtime/backend.ts';
 import { DeviceBuffer } from '../runtime/buffer.ts';
 import { Device } from '../runtime/device.ts';
@@ -13,22 +16,23 @@ import { Ops } from '../uop/ops.ts';
 import type { UOp } from '../uop/uop.ts';
 import { deviceBuffer } from './buffers.ts';
 import { type Compiled, compileKernel, optsKey } from './compile.ts';
+import { bake, KernelStep } from './lift.ts';
 
 interface Realizable {
   uop: UOp;
   readonly device: string;
 }
 
-/** A plan whose kernels are compiled. */
+/** A plan whose kernels compile on first use, for the values of the graph's constants (lift.ts). */
 interface Runnable extends Omit<Plan, 'steps'> {
-  steps: { kernel: Compiled; refs: number[]; bytes: number }[];
+  steps: KernelStep<Compiled>[];
 }
 
-const plans = new Map<string, Runnable>();
+const plans = new LRU<string, Runnable>();
 
-const compilePlan = (plan: Plan, device: string): Runnable => ({
+const runnable = (plan: Plan, device: string): Runnable => ({
   ...plan,
-  steps: plan.steps.map(({ ast, refs, bytes }) => ({ kernel: compileKernel(ast, device), refs, bytes })),
+  steps: plan.steps.map(({ ast, refs, bytes }) => new KernelStep<Compiled>(ast, refs, bytes, device)),
 });
 
 /** A kernel launch as a JIT records it: the program and the buffers it ran on. */
@@ -59,7 +63,15 @@ export function recordLaunches(fn: () => void): Recording {
   return rec;
 }
 
-function runPlan(plan: Runnable, inputs: readonly UOp[], device: string): UOp[] {
+function runPlan(
+  plan: Runnable,
+  inputs: readonly UOp[],
+  values: readonly ConstValue[],
+  device: string,
+): UOp[] {
+  // every kernel compiles before anything is allocated or run: one that fails leaves every buffer as it was
+  const compile = (ast: UOp) => compileKernel(ast, device);
+  const launches = plan.steps.map((step) => step.program(values, compile));
   const table: DeviceBuffer[] = inputs.map(deviceBuffer);
   const outBuffers = new Map<number, UOp>();
   const storage: (DeviceBuffer | undefined)[] = new Array(plan.slots);
@@ -74,9 +86,12 @@ function runPlan(plan: Runnable, inputs: readonly UOp[], device: string): UOp[] 
       table.push((storage[slot] ??= new DeviceBuffer(device, prod(c.shape), c.dtype).allocate()));
     }
   });
-  for (const step of plan.steps) {
-    const { program, display, flops } = step.kernel;
+  plan.steps.forEach((step, n) => {
+    const { kernel, extra } = launches[n]!;
+    const { program, display, flops } = kernel;
     const bufs = step.refs.map((i) => table[i]!);
+    bufs.push(...extra);
+    storage.push(...extra);
     recording?.launches.push({ program, bufs });
     const seconds = program.run(bufs, [], DEBUG.value >= 2);
     if (DEBUG.value >= 2) {
@@ -86,8 +101,8 @@ function runPlan(plan: Runnable, inputs: readonly UOp[], device: string): UOp[] 
         `${display}${pad} ${(seconds * 1e6).toFixed(1).padStart(9)} us ${rate(flops)} GFLOP/s ${rate(step.bytes)} GB/s`,
       );
     }
-  }
-  // recorded launches go on using the intermediate storage; otherwise it returns to the allocator
+  });
+  // recorded launches go on using the intermediate storage and the constants' buffers; else they are freed
   if (recording === undefined) for (const b of storage) b?.free();
   else for (const b of [...inputs, ...outBuffers.values()]) recording.buffers.add(b);
   const results = plan.outputs.map((i) => outBuffers.get(i) ?? inputs[i]!);
@@ -132,15 +147,15 @@ export function realize(tensors: readonly Realizable[]): ReadonlySet<UOp> {
     );
   const device = pending[0]!.device;
   const t0 = performance.now();
-  const { body, inputs } = toFunction(
+  const { body, inputs, values } = toFunction(
     pending.map((t) => t.uop),
     (call) => realizeCall(call, device),
   );
   const key = `${device}|${optsKey(Device.get(device))}|${body.key}`;
   let plan = plans.get(key);
   const cached = plan !== undefined;
-  if (plan === undefined) plans.set(key, (plan = compilePlan(planOf(body, inputs.length, device), device)));
-  const outputs = runPlan(plan, inputs, device);
+  if (plan === undefined) plans.set(key, (plan = runnable(planOf(body, inputs.length, device), device)));
+  const outputs = runPlan(plan, inputs, values, device);
   if (DEBUG.value >= 1)
     console.log(
       `realize: ${plan.steps.length} kernel(s) on ${device} in ${(performance.now() - t0).toFixed(2)} ms${cached ? ' (cached schedule)' : ''}`,
@@ -159,11 +174,12 @@ export function realize(tensors: readonly Realizable[]): ReadonlySet<UOp> {
 export function scheduleOf(tensors: readonly Realizable[]): Schedule {
   const pending = tensors.filter((t) => t.uop.op !== Ops.BUFFER);
   const device = tensors[0]!.device;
-  const { body } = toFunction(
+  const { body, values } = toFunction(
     pending.map((t) => t.uop),
     (call) => realizeCall(call, device),
   );
-  return kernelsOf(body, device);
+  const { kernels, outputs } = kernelsOf(body, device);
+  return { kernels: kernels.map((k) => ({ ...k, ast: bake(k.ast, values) })), outputs };
 }
 
 /** How many schedules are cached (for tests). */

@@ -5,6 +5,7 @@ import { arch, availableParallelism, cpus, platform, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { LibraryHandle } from 'koffi';
 import { ContextVar, HOST_BUFFER_ALIGN, sha256 } from '../helpers.ts';
+import { LRU } from '../lru.ts';
 import { HostAllocator, type HostMemory } from './allocator.ts';
 import {
   Backend,
@@ -51,9 +52,22 @@ function hostVectors(): { count: number; bytes: number } {
 /** Threads of a THREAD loop; 0: one per core. Ignored (1) when the compiler has no OpenMP. */
 export const THREADS = new ContextVar('THREADS', 0);
 
+/** A loaded library; its programs hold it, and it is unloaded once neither they nor the cache do. */
+interface Library {
+  handle: LibraryHandle;
+}
+// dlclose counts: loading a path again after its Library was dropped gives a handle of its own, unloaded apart
+const unloadWhenDropped = new FinalizationRegistry<LibraryHandle>((handle) => handle.unload());
+
+function loaded(handle: LibraryHandle): Library {
+  const lib = { handle };
+  unloadWhenDropped.register(lib, handle);
+  return lib;
+}
+
 export class CPUBackend extends Backend {
-  // loaded libraries by content key; dlopen of the same path again would return the same handle anyway
-  private readonly libraries = new Map<string, LibraryHandle>();
+  // loaded libraries by content key, the most recently used (a program cached elsewhere keeps its own loaded)
+  private readonly libraries = new LRU<string, Library>();
 
   constructor(name: string) {
     super(name, 'CPU', new HostAllocator(name, HOST_BUFFER_ALIGN, (bytes) => Number(koffi().address(bytes))));
@@ -95,7 +109,7 @@ export class CPUBackend extends Backend {
         key,
         '.so',
         (out) => compileC(cc, name, source, out),
-        (path) => koffi().load(path),
+        (path) => loaded(koffi().load(path)),
       );
       this.libraries.set(key, lib);
     }
@@ -104,7 +118,8 @@ export class CPUBackend extends Backend {
 
   /**
    * Builds in parallel into a temporary directory, for trial kernels (BEAM's candidates): their libraries are
-   * neither cached on disk nor kept here (OpenMP builds stay loaded: -z nodelete). Files are named by content key, as
+   * neither cached on disk nor kept here, and unloaded once their programs are dropped (OpenMP builds stay
+   * loaded: -z nodelete). Files are named by content key, as
    * dlopen would return a library still loaded from the same path (the directory's name may come again).
    */
   override compileMany(kernels: readonly KernelSource[]): (Program | Error)[] {
@@ -121,7 +136,7 @@ export class CPUBackend extends Backend {
       const errors = compileCMany(cc, jobs);
       return jobs.map(({ name, out }, i) => {
         try {
-          return errors[i] ?? new CPUProgram(this, name, koffi().load(out));
+          return errors[i] ?? new CPUProgram(this, name, loaded(koffi().load(out)));
         } catch (e) {
           return e as Error;
         }
@@ -140,7 +155,7 @@ class CPUProgram implements Program {
   constructor(
     private readonly backend: CPUBackend,
     readonly name: string,
-    private readonly lib: LibraryHandle,
+    private readonly lib: Library,
   ) {}
 
   get device(): string {
@@ -165,7 +180,7 @@ class CPUProgram implements Program {
     if (this.fn === undefined || nbufs !== this.nbufs || nvars !== this.nvars) {
       const types = [...Array<string>(nbufs).fill('uintptr_t'), ...Array<string>(nvars).fill('int32_t')];
       try {
-        this.fn = this.lib.func(this.name, 'void', types);
+        this.fn = this.lib.handle.func(this.name, 'void', types);
       } catch (e) {
         throw new Error(
           `CPU: kernel ${this.name}: ${(e as Error).message}; its source must define void ${this.name}(...)`,

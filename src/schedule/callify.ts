@@ -1,25 +1,69 @@
-// Callify: the graph to realize becomes one stateless function over PARAMs (its input buffers), whose
-// content key caches everything downstream: a structurally identical graph reuses the whole schedule.
-import { Ops } from '../uop/ops.ts';
-import { substitute } from '../uop/pattern.ts';
+// Callify: the graph to realize becomes one stateless function over PARAMs (its input buffers) and its constants,
+// whose content key caches everything downstream: a graph identical but for its buffers or the values of its
+// constants reuses the whole schedule.
+import type { ConstValue, DType } from '../dtype.ts';
+import { GroupOp, Ops } from '../uop/ops.ts';
 import { UOp } from '../uop/uop.ts';
 
 export interface Callified {
-  /** The function body: a SINK of the roots, with input buffers replaced by PARAM 0, 1, ... */
+  /** The function body: a SINK of the roots, input buffers replaced by PARAM 0, 1, ..., constants by placeholders. */
   body: UOp;
   /** The input BUFFERs, in PARAM order. */
   inputs: UOp[];
+  /** The value of each placeholder, by its number. */
+  values: ConstValue[];
 }
 
-/** Replaces the realized buffers under `roots` by PARAMs numbered in order of first appearance. */
+const isValueDType = (d: DType) =>
+  d.count === 1 && (d.kind === 'float' || d.kind === 'int' || d.kind === 'uint');
+
+/**
+ * Whether source i of tensor node u is a value the kernels compute with (an operand, what a movement op or a
+ * reduce reads, what an assign stores), not a bound, a shape or a variable's range.
+ */
+const isValueUse = (u: UOp, i: number): boolean =>
+  GroupOp.Unary.has(u.op) ||
+  GroupOp.Binary.has(u.op) ||
+  GroupOp.Ternary.has(u.op) ||
+  u.op === Ops.BITCAST ||
+  (i === 0 && (GroupOp.Movement.has(u.op) || GroupOp.Marker.has(u.op) || u.op === Ops.REDUCE)) ||
+  (i === 1 && u.op === Ops.STORE);
+
+/**
+ * A graph constant's placeholder, numbered by its use (two uses of one constant are two placeholders, so graphs
+ * of one shape number them alike whatever their values). Its value, 1, only has to be one rangeify treats as
+ * any other: a constant 0 would let a gated load absorb the where around it.
+ */
+const placeholder = (k: number, dtype: DType) => UOp.make(Ops.CONST, [], { value: 1, dtype }, k);
+
+/**
+ * Replaces the realized buffers under `roots` by PARAMs numbered in order of first appearance, and each use of a
+ * float or integer constant as a value by a placeholder (engine/lift.ts gives kernels their values).
+ */
 export function callify(roots: readonly UOp[]): Callified {
   const sink = UOp.sink(...roots);
-  const inputs = sink.toposort().filter((u) => u.op === Ops.BUFFER);
-  const params = new Map(
-    inputs.map((b, slot) => {
-      const { dtype, device } = b.arg as { dtype: UOp['dtype']; device: string };
-      return [b, UOp.param(slot, dtype, b.shape!, device)];
-    }),
-  );
-  return { body: substitute(sink, params), inputs };
+  const inputs: UOp[] = [];
+  const values: ConstValue[] = [];
+  const out = new Map<UOp, UOp>();
+  for (const u of sink.toposort()) {
+    if (u.op === Ops.BUFFER) {
+      const { dtype, device } = u.argOf(Ops.BUFFER);
+      out.set(u, UOp.param(inputs.length, dtype, u.shape!, device));
+      inputs.push(u);
+      continue;
+    }
+    let src: UOp[] | undefined;
+    for (let i = 0; i < u.src.length; i++) {
+      const s = u.src[i]!;
+      let r = out.get(s)!;
+      if (s.op === Ops.CONST && isValueDType(s.dtype) && isValueUse(u, i)) {
+        r = placeholder(values.length, s.dtype);
+        values.push(s.constValue);
+      }
+      if (r !== s && src === undefined) src = u.src.slice(0, i);
+      src?.push(r);
+    }
+    out.set(u, src === undefined ? u : u.withSrc(src));
+  }
+  return { body: out.get(sink)!, inputs, values };
 }

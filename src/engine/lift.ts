@@ -1,0 +1,85 @@
+// Run-time constants: callify turns the constants a graph computes with into numbered placeholders, so a graph
+// that differs only in them (a scale, a step size, a fill value) reuses the schedule. Each kernel compiles with
+// its constants baked (and folded) for the first values it meets; a constant that later takes another value is
+// read from a one-element buffer by a second program, so structural constants (identities, decompositions,
+// a mask's 0) never leave the kernel.
+import { AddrSpace, type ConstValue, type DType, dtypes, toStorage } from '../dtype.ts';
+import { ContextVar } from '../helpers.ts';
+import { DeviceBuffer } from '../runtime/buffer.ts';
+import { Ops } from '../uop/ops.ts';
+import { substitute } from '../uop/pattern.ts';
+import { UOp } from '../uop/uop.ts';
+
+/** 0 bakes every constant into its kernel (a compile per new value): for comparison and debugging. */
+export const LIFT = new ContextVar<number>('LIFT', 1);
+
+/** Whether u is callify's placeholder for a graph's constant (its tag numbers it). */
+const isPlaceholder = (u: UOp) => u.op === Ops.CONST && typeof u.tag === 'number';
+
+/** What lowers, renders and compiles a kernel AST (cached): engine/compile.ts's compileKernel on a device. */
+export type CompileKernel<K> = (ast: UOp) => K;
+
+/** The placeholders of a kernel AST, in graph order. */
+const placeholdersOf = (ast: UOp) => ast.toposort().filter(isPlaceholder);
+
+/** The AST with each placeholder replaced by its constant. */
+export function bake(ast: UOp, values: readonly ConstValue[]): UOp {
+  const by = new Map(placeholdersOf(ast).map((p) => [p, UOp.const(p.dtype, values[p.tag as number]!)]));
+  return substitute(ast, by);
+}
+
+/** A load of element 0 of the kernel's buffer parameter `slot`, one element of dtype d. */
+function loadOf(slot: number, d: DType): UOp {
+  const param = UOp.make(Ops.PARAM, [UOp.shapeVec([1])], { slot, dtype: d, addrspace: AddrSpace.GLOBAL });
+  return UOp.make(Ops.LOAD, [UOp.make(Ops.INDEX, [param, UOp.const(dtypes.index, 0)])]);
+}
+
+/** One kernel of a plan: its AST with placeholders, and the programs it has compiled to. */
+export class KernelStep<K> {
+  private readonly placeholders: UOp[];
+  /** The values of its placeholders the first time it ran: the baked program's. */
+  private first: ConstValue[] | undefined;
+  private baked: K | undefined;
+  /** The placeholders (indices into `placeholders`) read at run time, and the program reading them. */
+  private lifted: { positions: number[]; kernel: K } | undefined;
+
+  constructor(
+    private readonly ast: UOp,
+    readonly refs: number[],
+    readonly bytes: number,
+    private readonly device: string,
+  ) {
+    this.placeholders = placeholdersOf(ast);
+  }
+
+  /** The program for these graph values, and the one-element buffers of the constants it reads at run time. */
+  program(values: readonly ConstValue[], compile: CompileKernel<K>): { kernel: K; extra: DeviceBuffer[] } {
+    // LIFT=0 compiles the AST of every new value (the program cache keeps each)
+    if (LIFT.value === 0) return { kernel: compile(bake(this.ast, values)), extra: [] };
+    const mine = this.placeholders.map((p) => values[p.tag as number]!);
+    const first = (this.first ??= mine);
+    const differs = mine.flatMap((v, j) => (Object.is(v, first[j]) ? [] : [j]));
+    if (differs.length === 0) return { kernel: (this.baked ??= compile(this.astReading([]))), extra: [] };
+    const known = this.lifted?.positions ?? [];
+    if (this.lifted === undefined || differs.some((j) => !known.includes(j))) {
+      const positions = [...new Set([...known, ...differs])].sort((a, b) => a - b);
+      this.lifted = { positions, kernel: compile(this.astReading(positions)) };
+    }
+    const extra = this.lifted.positions.map((j) => {
+      const d = this.placeholders[j]!.dtype;
+      return new DeviceBuffer(this.device, 1, d).allocate().copyin(toStorage(d, [mine[j]!]));
+    });
+    return { kernel: this.lifted.kernel, extra };
+  }
+
+  /** The AST reading the placeholders at `positions` from buffer parameters after its own, the others baked. */
+  private astReading(positions: readonly number[]): UOp {
+    const first = this.first!;
+    const by = new Map(this.placeholders.map((p, j) => [p, UOp.const(p.dtype, first[j]!)]));
+    positions.forEach((j, n) => {
+      const p = this.placeholders[j]!;
+      by.set(p, loadOf(this.refs.length + n, p.dtype));
+    });
+    return substitute(this.ast, by);
+  }
+}

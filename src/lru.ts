@@ -1,0 +1,45 @@
+// A map bounded to its most recently used entries, for the compiler's caches (programs, schedules, libraries).
+import { ContextVar } from './helpers.ts';
+
+/**
+ * Entries each compiler cache keeps (programs, plans, CPU libraries). A few thousand hold every kernel of a big
+ * training step many times over, while a program that makes new graphs forever (a shape that changes every
+ * step) stays at a few megabytes.
+ */
+export const CACHE_ENTRIES = new ContextVar('CACHE_ENTRIES', 4096);
+
+/** A Map that drops its least recently used entry past `limit()` entries (read at each insertion). */
+export class LRU<K, V> {
+  private readonly map = new Map<K, V>();
+
+  constructor(private readonly limit: () => number = () => CACHE_ENTRIES.value) {}
+
+  get size(): number {
+    return this.map.size;
+  }
+
+  /** The value, now the most recently used. */
+  get(key: K): V | undefined {
+    const v = this.map.get(key);
+    if (v !== undefined) {
+      this.map.delete(key);
+      this.map.set(key, v);
+    }
+    return v;
+  }
+
+  set(key: K, value: V): void {
+    this.map.delete(key);
+    this.map.set(key, value);
+    const limit = Math.max(1, this.limit());
+    // Maps iterate in insertion order: the first key is the least recently used
+    for (const k of this.map.keys()) {
+      if (this.map.size <= limit) break;
+      this.map.delete(k);
+    }
+  }
+
+  clear(): void {
+    this.map.clear();
+  }
+}
