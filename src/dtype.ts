@@ -366,7 +366,8 @@ export function truncate(dtype: DType, v: ConstValue): ConstValue {
   const d = dtype.base;
   switch (d.kind) {
     case 'bool':
-      return typeof v === 'bigint' ? v !== 0n : Boolean(v);
+      // nonzero is true, NaN included (as C and numpy convert it)
+      return typeof v === 'bigint' ? v !== 0n : typeof v === 'number' ? v !== 0 : v;
     case 'float': {
       const x = Number(v);
       if (d === dtypes.float64) return x;

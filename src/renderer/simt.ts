@@ -9,9 +9,13 @@ import type { UOp } from '../uop/uop.ts';
 /** Ops whose result is a value (a vector of several lanes in a kernel with vector types). */
 const VALUES = new Set([...ALU, Ops.LOAD, Ops.STACK, Ops.BITCAST]);
 
-/** What JSON cannot hold (bigints, infinities, NaN) travels as a string: decimal digits or `Infinity`. */
+/** What JSON cannot hold (bigints, infinities, NaN, -0) travels as a string: digits, `Infinity`, `-0`. */
 const constant = (v: ConstValue) =>
-  typeof v === 'bigint' || (typeof v === 'number' && !Number.isFinite(v)) ? String(v) : v;
+  typeof v === 'bigint' || (typeof v === 'number' && (!Number.isFinite(v) || Object.is(v, -0)))
+    ? Object.is(v, -0)
+      ? '-0'
+      : String(v)
+    : v;
 
 function argOf(u: UOp): SimtArg | undefined {
   switch (u.op) {

@@ -297,7 +297,7 @@ class SIMTProgram implements Program {
     }
   }
 
-  /** An elementwise op for every thread; an integer division by zero on a thread that runs it is an error. */
+  /** An elementwise op for every thread; an op with no value on a thread that runs it is an error. */
   private alu(pc: number, s: Step, args: Lanes[], count: number, mask: boolean[]): Lanes {
     const out = new Array<V>(count);
     const operands = new Array<V>(args.length);
@@ -305,8 +305,9 @@ class SIMTProgram implements Program {
       for (let k = 0; k < args.length; k++) operands[k] = args[k]![t]!;
       const v = execAlu(s.op, s.operand, operands, s.dtype);
       if (v === undefined) {
-        // C leaves a float-to-int cast of NaN or infinity undefined: the emulator gives 0
-        if (s.op === Ops.CAST || !mask[t]) out[t] = 0;
+        // the renderers define an integer division by 0 as 0; C leaves a float-to-int cast of NaN or infinity
+        // undefined, where the emulator gives 0 too
+        if (s.op === Ops.CAST || s.op === Ops.IDIV || s.op === Ops.MOD || !mask[t]) out[t] = 0;
         else
           this.fail(
             pc,

@@ -105,10 +105,8 @@ export function execAlu(op: Ops, d: DType, vals: readonly V[], to: DType = d): V
           : truncate(d, -num(a));
     case Ops.MAX:
       if (isInt || isBool) return big(a) >= big(b) ? a : b;
-      return truncate(
-        d,
-        Number.isNaN(num(a)) || Number.isNaN(num(b)) ? Number.NaN : Math.max(num(a), num(b)),
-      );
+      // as the renderers compute it: (a > b || a is NaN) ? a : b, so NaN in either wins and max(0, -0) is -0
+      return truncate(d, num(a) > num(b) || Number.isNaN(num(a)) ? num(a) : num(b));
     case Ops.IDIV:
       if (isInt || isBool) return big(b) === 0n ? undefined : intOp(d, a, b, floorDiv, bigFloorDiv);
       return truncate(d, Math.floor(num(a) / num(b)));

@@ -137,4 +137,22 @@ describe('SIMT device', () => {
     const f = (d: string) => x(d).matmul(x(d).T).relu().add(x(d).sum(1, true)).exp().log().tolist();
     expect(f('SIMT')).toEqual(f('JS'));
   });
+
+  it('agrees with JS on signed zeros, NaN as a bool and integer division by zero', () => {
+    const f = (d: string) => {
+      const x = new Tensor([-1.5, 0, 2, -0, Number.NaN], { device: d });
+      const i = new Tensor([7, -7, 0, 3], { device: d, dtype: dtypes.int32 });
+      return [
+        x.clamp(undefined, 0).tolist(),
+        x.neg().maximum(-0).tolist(),
+        x.cast(dtypes.bool).tolist(),
+        i.div(i.mul(0), { roundingMode: 'floor' }).tolist(),
+        i.mod(i.sub(i)).tolist(),
+      ];
+    };
+    const simt = f('SIMT');
+    expect(simt).toEqual(f('JS'));
+    expect(Object.is((simt[0] as number[])[1], 0)).toBe(true);
+    expect(simt[2]).toEqual([true, false, true, false, true]);
+  });
 });
