@@ -8,6 +8,7 @@ import {
   type ConstValue,
   type DType,
   dtypeByName,
+  dtypes,
   readElement,
   type StorageArray,
   toStorage,
@@ -70,8 +71,91 @@ interface Step {
   operand: DType;
   value?: V;
   special?: { kind: 'gidx' | 'lidx'; dim: number };
-  memory?: { slot: number; dtype: DType; space: 'GLOBAL' | 'LOCAL' | 'REG'; size: number };
+  memory?: { slot: number; dtype: DType; space: 'GLOBAL' | 'LOCAL' | 'REG'; size: number; plain: boolean };
+  /** The op on plain numbers, where its dtype has a fast form; else execAlu computes it. */
+  fast?: Fast;
 }
+
+// Fast forms of the commonest ops, computing exactly what execAlu does (src/uop/alu.ts) without its generality:
+// the emulator runs the Tensor suite, and most of its time is index arithmetic and float math.
+type Fast = (a: number, b: number, c: number) => V;
+const floorMod = (a: number, b: number) => {
+  const r = a % b;
+  return r !== 0 && r < 0 !== b < 0 ? r + b : r;
+};
+const COMPARE: Partial<Record<Ops, Fast>> = {
+  [Ops.CMPLT]: (a, b) => a < b,
+  [Ops.CMPNE]: (a, b) => a !== b,
+  [Ops.WHERE]: (c, a, b) => (c ? a : b),
+  // (a > b || a is NaN) ? a : b, as the renderers compute it
+  [Ops.MAX]: (a, b) => (a > b || Number.isNaN(a) ? a : b),
+};
+const round = (f: (x: number) => number) => (x: number) => Math.fround(f(x));
+const FAST = new Map<DType, Partial<Record<Ops, Fast>>>([
+  [
+    dtypes.float32,
+    {
+      ...COMPARE,
+      [Ops.ADD]: (a, b) => Math.fround(a + b),
+      [Ops.MUL]: (a, b) => Math.fround(a * b),
+      [Ops.RECIP]: round((a) => 1 / a),
+      [Ops.SQRT]: round(Math.sqrt),
+      [Ops.EXP2]: round((a) => 2 ** a),
+      [Ops.LOG2]: round(Math.log2),
+      [Ops.SIN]: round(Math.sin),
+      [Ops.TRUNC]: Math.trunc,
+    },
+  ],
+  [
+    dtypes.float64,
+    {
+      ...COMPARE,
+      [Ops.ADD]: (a, b) => a + b,
+      [Ops.MUL]: (a, b) => a * b,
+      [Ops.RECIP]: (a) => 1 / a,
+      [Ops.SQRT]: Math.sqrt,
+      [Ops.EXP2]: (a) => 2 ** a,
+      [Ops.LOG2]: Math.log2,
+      [Ops.SIN]: Math.sin,
+      [Ops.TRUNC]: Math.trunc,
+    },
+  ],
+  [
+    dtypes.int32,
+    {
+      ...COMPARE,
+      [Ops.ADD]: (a, b) => (a + b) | 0,
+      [Ops.MUL]: Math.imul,
+      // an integer division by 0 is 0, as the renderers define it
+      [Ops.IDIV]: (a, b) => (b === 0 ? 0 : Math.floor(a / b) | 0),
+      [Ops.MOD]: (a, b) => (b === 0 ? 0 : floorMod(a, b) | 0),
+      [Ops.AND]: (a, b) => a & b,
+      [Ops.OR]: (a, b) => a | b,
+      [Ops.XOR]: (a, b) => a ^ b,
+    },
+  ],
+  [
+    dtypes.index,
+    {
+      ...COMPARE,
+      [Ops.ADD]: (a, b) => a + b,
+      [Ops.MUL]: (a, b) => a * b,
+      [Ops.IDIV]: (a, b) => (b === 0 ? 0 : Math.floor(a / b)),
+      [Ops.MOD]: (a, b) => (b === 0 ? 0 : floorMod(a, b)),
+    },
+  ],
+  [
+    dtypes.bool,
+    {
+      [Ops.CMPNE]: (a, b) => a !== b,
+      [Ops.WHERE]: (c, a, b) => (c ? a : b),
+      [Ops.AND]: (a, b) => Boolean(a && b),
+      [Ops.OR]: (a, b) => Boolean(a || b),
+    },
+  ],
+]);
+/** Index values are numbers while they are safe integers; wider ones fall back to execAlu's bigints. */
+const SAFE_INDEX = 2 ** 52;
 
 const OPS = new Map(Object.entries(Ops).filter((e): e is [string, Ops] => typeof e[1] === 'number'));
 
@@ -80,7 +164,8 @@ function decode(name: string, [op, dtype, src, arg]: SimtInstruction, steps: rea
   if (code === undefined) throw new Error(`SIMT: kernel ${name}: unknown instruction ${op}`);
   const d = dtypeByName(dtype);
   const first = src[0] === undefined ? undefined : steps[src[0]];
-  const step: Step = { op: code, dtype: d, src, operand: code === Ops.WHERE ? d : (first?.dtype ?? d) };
+  const operand = code === Ops.WHERE ? d : (first?.dtype ?? d);
+  const step: Step = { op: code, dtype: d, src, operand, fast: FAST.get(operand)?.[code] };
   if (arg !== undefined && 'value' in arg)
     step.value =
       typeof arg.value !== 'string' ? arg.value : d.isFloat ? Number(arg.value) : BigInt(arg.value);
@@ -90,6 +175,10 @@ function decode(name: string, [op, dtype, src, arg]: SimtInstruction, steps: rea
       dtype: dtypeByName(arg.dtype),
       space: arg.addrspace as 'GLOBAL' | 'LOCAL' | 'REG',
       size: arg.size,
+      // elements a typed array holds as the values themselves (not float16 bits, bools as bytes, bigints)
+      plain:
+        ![dtypes.float16, dtypes.bfloat16, dtypes.bool].includes(dtypeByName(arg.dtype)) &&
+        dtypeByName(arg.dtype).itemsize < 8,
     };
   if (arg !== undefined && 'name' in arg) {
     const m = /^(gidx|lidx)(\d)$/.exec(arg.name);
@@ -111,6 +200,9 @@ function gridOf(steps: readonly Step[]): { groups: number[]; threads: number[] }
   }
   return { groups, threads };
 }
+
+const safeIndices = (lanes: Lanes) =>
+  lanes.every((v) => typeof v !== 'bigint' && Math.abs(v as number) < SAFE_INDEX);
 
 class SIMTProgram implements Program {
   private readonly steps: Step[] = [];
@@ -228,7 +320,12 @@ class SIMTProgram implements Program {
           for (let t = 0; t < count; t++) {
             if (!mask[t] || (gate !== undefined && !gate[t])) out[t] = alt?.[t] ?? 0;
             else if (mem.space === 'REG') out[t] = (data as V[])[address(mem, idx[t]!, t, pc)]!;
-            else out[t] = readElement(mem.dtype, data as StorageArray, address(mem, idx[t]!, t, pc));
+            else {
+              const at = address(mem, idx[t]!, t, pc);
+              out[t] = mem.plain
+                ? (data as StorageArray)[at]!
+                : readElement(mem.dtype, data as StorageArray, at);
+            }
           }
           values[pc] = out;
           continue;
@@ -241,6 +338,7 @@ class SIMTProgram implements Program {
             if (!mask[t] || (gate !== undefined && !gate[t])) continue;
             const at = address(mem, idx[t]!, t, pc);
             if (mem.space === 'REG') (data as V[])[at] = value[t]!;
+            else if (mem.plain) (data as StorageArray)[at] = value[t] as number;
             else writeElement(mem.dtype, data as StorageArray, at, value[t]!);
           }
           continue;
@@ -300,6 +398,12 @@ class SIMTProgram implements Program {
   /** An elementwise op for every thread; an op with no value on a thread that runs it is an error. */
   private alu(pc: number, s: Step, args: Lanes[], count: number, mask: boolean[]): Lanes {
     const out = new Array<V>(count);
+    const [a, b, c] = args as [Lanes, Lanes | undefined, Lanes | undefined];
+    if (s.fast !== undefined && (s.operand !== dtypes.index || args.every(safeIndices))) {
+      const f = s.fast;
+      for (let t = 0; t < count; t++) out[t] = f(a[t] as number, b?.[t] as number, c?.[t] as number);
+      return out;
+    }
     const operands = new Array<V>(args.length);
     for (let t = 0; t < count; t++) {
       for (let k = 0; k < args.length; k++) operands[k] = args[k]![t]!;
@@ -308,11 +412,7 @@ class SIMTProgram implements Program {
         // the renderers define an integer division by 0 as 0; C leaves a float-to-int cast of NaN or infinity
         // undefined, where the emulator gives 0 too
         if (s.op === Ops.CAST || s.op === Ops.IDIV || s.op === Ops.MOD || !mask[t]) out[t] = 0;
-        else
-          this.fail(
-            pc,
-            `thread ${t} computes ${Ops[s.op]} of ${operands.join(', ')}, which has no value (division by zero?)`,
-          );
+        else this.fail(pc, `thread ${t} computes ${Ops[s.op]} of ${operands.join(', ')}, which has no value`);
       } else out[t] = v;
     }
     return out;
