@@ -15,6 +15,7 @@ import { linearize } from './linearize.ts';
 import { handCodedOpts } from './opt/heuristic.ts';
 import { applyOpts, CPU_TARGET, type Opt, type Target } from './opt/opts.ts';
 import { lowerVectors } from './vectors.ts';
+import { widenSums } from './wide-sums.ts';
 
 export interface LoweredKernel {
   name: string;
@@ -109,6 +110,7 @@ export function lowerKernel(ast: UOp, opts: LowerOptions = {}): LoweredKernel {
   const target = opts.target ?? CPU_TARGET;
   const applied = opts.opts ?? handCodedOpts(k, target);
   k = applyOpts(k, applied, target);
+  k = widenSums(k);
   const named = k; // named after the loops that remain
   const vectorized = target.vectors ? expandLanes(k) : 'the target has no vector types';
   if (typeof vectorized === 'string' && DEBUG.value >= 4)

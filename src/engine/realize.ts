@@ -2,16 +2,16 @@
 // plan, cached by the function's content key; the program stage (compile.ts) compiles the plan's kernels;
 // realize runs them over the input buffers, fresh output buffers and the planned intermediate storage.
 
-import { DEBUG, prod } from '../helpers.ts';
+import { DEBUG } from '../helpers.ts';
 import type { Program } from '../runtime/backend.ts';
-import { DeviceBuffer } from '../runtime/buffer.ts';
+import type { DeviceBuffer } from '../runtime/buffer.ts';
 import { Device } from '../runtime/device.ts';
 import { kernelsOf, type Plan, planOf, toFunction } from '../schedule/index.ts';
 import { newBuffer, type Schedule } from '../schedule/rangeify.ts';
 import { bindBody } from '../schedule/resolve.ts';
 import { Ops } from '../uop/ops.ts';
 import type { UOp } from '../uop/uop.ts';
-import { deviceBuffer } from './buffers.ts';
+import { allocateFor, deviceBuffer } from './buffers.ts';
 import { type Compiled, compileKernel, optsKey } from './compile.ts';
 
 interface Realizable {
@@ -71,7 +71,7 @@ function runPlan(plan: Runnable, inputs: readonly UOp[], device: string): UOp[] 
       table.push(deviceBuffer(buf));
     } else {
       const slot = plan.slotOf[j]!;
-      table.push((storage[slot] ??= new DeviceBuffer(device, prod(c.shape), c.dtype).allocate()));
+      table.push((storage[slot] ??= allocateFor(c.shape, c.dtype, device)));
     }
   });
   for (const step of plan.steps) {
