@@ -177,7 +177,7 @@ describe('opts', () => {
     // accumulator's init and its update, which adds four loads at once
     expect(count(Ops.RANGE)).toBe(2);
     expect(count(Ops.LOAD)).toBe(2 * (4 + 2));
-    expect(linear.src.filter((u) => u.op === Ops.STORE && u.src[1]!.dtype.isFloat).length).toBe(6);
+    expect(linear.src.filter((u) => u.op === Ops.STORE && u.src[1]!.dtype === dtypes.float32).length).toBe(6);
     expect(run(k, opts)).toEqual(run(k, []));
   });
 
