@@ -110,8 +110,8 @@ export function lowerKernel(ast: UOp, opts: LowerOptions = {}): LoweredKernel {
   const target = opts.target ?? CPU_TARGET;
   const applied = opts.opts ?? handCodedOpts(k, target);
   k = applyOpts(k, applied, target);
-  k = widenSums(k);
   const named = k; // named after the loops that remain
+  k = widenSums(k);
   const vectorized = target.vectors ? expandLanes(k) : 'the target has no vector types';
   if (typeof vectorized === 'string' && DEBUG.value >= 4)
     console.log(`${kernelName(named)}: scalar copies: ${vectorized}`);

@@ -860,9 +860,9 @@ export class Tensor {
 
   /**
    * Running sum along an axis, built as the spec's prefix sum: pad, tile, trim into windows, reduce. A window
-   * does n^2 work: a long axis of values goes in blocks of SCAN_BLOCK (about 256n), as the other scans do; a
-   * constant (arange's ones) keeps one window, whose loop collapses to a count, up to what one window view
-   * holds (blockedCumsum).
+   * does n^2 work: a long axis of values read from memory goes in blocks of SCAN_BLOCK (about 256n), as the
+   * other scans do; a value computed from constants alone (arange's ones) keeps one window, whose loop
+   * collapses to a count, up to what one window view holds (blockedCumsum).
    */
   cumsum(axis = 0): Tensor {
     // a scalar scans as one element (axis 0 or -1, as PyTorch)
@@ -872,7 +872,7 @@ export class Tensor {
     const n = this.shape[a]!;
     if (n === 0) return this.cast(sumAccDType(this.dtype));
     if (!windowFits(n)) return blockedCumsum(this);
-    if (n > 2 * SCAN_BLOCK && !isConstant(this)) return blockedCumsum(this, SCAN_BLOCK);
+    if (n > 2 * SCAN_BLOCK && !fromConstants(this)) return blockedCumsum(this, SCAN_BLOCK);
     const lead = this.shape.slice(0, -1);
     const x = this.pad([...lead.map(() => [0, 0] as [number, number]), [n - 1, 0]]);
     const tiled = x
@@ -923,9 +923,8 @@ const CUMSUM_BLOCK = 1 << 13;
 /** The block length of a running sum of values (not a constant) along an axis longer than twice it. */
 const SCAN_BLOCK = 256;
 
-/** Whether t is a constant seen through movement ops (Tensor.full, arange's ones): no loop reads memory. */
-const isConstant = (t: Tensor) =>
-  t.uop.toposort().every((u) => u.op === Ops.CONST || u.op === Ops.STACK || GroupOp.Movement.has(u.op));
+/** Whether t is computed from constants alone (arange's ones, counts of them): no loop of its reads memory. */
+const fromConstants = (t: Tensor) => !t.uop.toposort().some((u) => u.op === Ops.BUFFER || u.op === Ops.PARAM);
 
 /**
  * @internal The running sum along the last axis in blocks (zeros pad the axis to whole blocks): the running
