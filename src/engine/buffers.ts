@@ -19,8 +19,9 @@ const holders = new WeakMap<UOp, number>();
 /** New memory for a value of this shape, or an error naming the shape and its bytes when there is none. */
 export function allocateFor(shape: readonly number[], dtype: DType, device: string): DeviceBuffer {
   const size = shape.reduce((n, d) => n * d, 1);
+  const buffer = new DeviceBuffer(device, size, dtype);
   try {
-    return new DeviceBuffer(device, size, dtype).allocate();
+    return buffer.allocate();
   } catch (e) {
     throw new Error(
       `realize: no memory for a ${dtype.name} tensor of shape (${shape.join(', ')}) on ${device}, ${size * dtype.itemsize} bytes: ${(e as Error).message}`,
