@@ -73,11 +73,8 @@ function boundsOf(gate: UOp, r: UOp, out: Bounds): boolean {
 
 const isEmpty = (r: UOp) => r.src[0]!.op === Ops.CONST && Number(r.src[0]!.constValue) === 0;
 
-function collapse(red: UOp): UOp | undefined {
-  const { op } = red.argOf(Ops.REDUCE);
-  if (red.src.slice(1).some(isEmpty)) return reduceIdentity(op, red.dtype);
-  if (op !== Ops.ADD || red.src.length !== 2) return undefined;
-  const [value, r] = red.src as [UOp, UOp];
+/** The sum of value over range r as a count times the value, when the value does not change with r. */
+function countOver(value: UOp, r: UOp): UOp | undefined {
   const n = r.src[0]!;
   // nested gates (a window over a padded value) are one conjunction
   const gates: UOp[] = [];
@@ -92,6 +89,21 @@ function collapse(red: UOp): UOp | undefined {
   const count = b.hi.sub(b.lo).maximum(0);
   const total = v.mul(count.cast(v.dtype));
   return b.other.reduce((acc, g) => g.where(acc, acc.constLike(0)), total);
+}
+
+function collapse(red: UOp): UOp | undefined {
+  const { op } = red.argOf(Ops.REDUCE);
+  if (red.src.slice(1).some(isEmpty)) return reduceIdentity(op, red.dtype);
+  if (op !== Ops.ADD) return undefined;
+  const [value, ...ranges] = red.src as [UOp, ...UOp[]];
+  // one range at a time: a sum of ones over (n, m) is a count over both
+  for (const r of ranges) {
+    const total = countOver(value, r);
+    if (total === undefined) continue;
+    const rest = ranges.filter((x) => x !== r);
+    return rest.length ? red.withSrc([total, ...rest]) : total;
+  }
+  return undefined;
 }
 
 const rules = new PatternMatcher([[new UPat({ op: Ops.REDUCE, name: 'r' }), ({ r }) => collapse(r!)]]);

@@ -16,6 +16,7 @@ import { linearize } from './linearize.ts';
 import { handCodedOpts } from './opt/heuristic.ts';
 import { applyOpts, CPU_TARGET, type Opt, type Target } from './opt/opts.ts';
 import { lowerVectors } from './vectors.ts';
+import { widenSums } from './wide-sums.ts';
 
 export interface LoweredKernel {
   name: string;
@@ -113,6 +114,7 @@ export function lowerKernel(ast: UOp, opts: LowerOptions = {}): LoweredKernel {
   k = applyOpts(k, applied, target);
   if (target.grid !== undefined) k = groupReduces(k);
   const named = k; // named after the loops that remain
+  k = widenSums(k);
   const vectorized = target.vectors ? expandLanes(k) : 'the target has no vector types';
   if (typeof vectorized === 'string' && DEBUG.value >= 4)
     console.log(`${kernelName(named)}: scalar copies: ${vectorized}`);

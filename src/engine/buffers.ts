@@ -1,5 +1,5 @@
 // The memory behind tensor-level BUFFER nodes: one DeviceBuffer per node, held as long as the node lives.
-import type { StorageArray } from '../dtype.ts';
+import type { DType, StorageArray } from '../dtype.ts';
 import { HostAllocator } from '../runtime/allocator.ts';
 import { DeviceBuffer } from '../runtime/buffer.ts';
 import { Ops } from '../uop/ops.ts';
@@ -16,7 +16,18 @@ const released = new WeakSet<UOp>();
 // their memory comes back through garbage collection instead.
 const holders = new WeakMap<UOp, number>();
 
-const numel = (buf: UOp) => buf.shape!.reduce<number>((n, d) => n * (d as number), 1);
+/** New memory for a value of this shape, or an error naming the shape and its bytes when there is none. */
+export function allocateFor(shape: readonly number[], dtype: DType, device: string): DeviceBuffer {
+  const size = shape.reduce((n, d) => n * d, 1);
+  const buffer = new DeviceBuffer(device, size, dtype);
+  try {
+    return buffer.allocate();
+  } catch (e) {
+    throw new Error(
+      `realize: no memory for a ${dtype.name} tensor of shape (${shape.join(', ')}) on ${device}, ${size * dtype.itemsize} bytes: ${(e as Error).message}`,
+    );
+  }
+}
 
 /**
  * The DeviceBuffer of a BUFFER node, allocated (and filled from its source, if it has one) on first use.
@@ -30,7 +41,7 @@ export function deviceBuffer(buf: UOp): DeviceBuffer {
       throw new Error(
         `a graph reads a buffer (${buf.shape!.join(', ')}) ${a.dtype.name} on ${a.device} that Tensor.dispose() freed; dispose a tensor only after everything computed from it is realized`,
       );
-    b = new DeviceBuffer(a.device as string, numel(buf), a.dtype).allocate();
+    b = allocateFor(buf.shape as number[], a.dtype, a.device as string);
     const src = sources.get(buf);
     // the source is kept until the copy succeeds, so that a failed read can be retried
     if (src !== undefined) copyBuffer(b, src);

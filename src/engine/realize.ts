@@ -4,17 +4,17 @@
 // fresh output buffers, the planned intermediate storage and the buffers of constants read at run time.
 
 import type { ConstValue } from '../dtype.ts';
-import { DEBUG, prod } from '../helpers.ts';
+import { DEBUG } from '../helpers.ts';
 import { LRU } from '../lru.ts';
 import type { Program } from '../runtime/backend.ts';
-import { DeviceBuffer } from '../runtime/buffer.ts';
+import type { DeviceBuffer } from '../runtime/buffer.ts';
 import { Device } from '../runtime/device.ts';
 import { kernelsOf, type Plan, planOf, toFunction } from '../schedule/index.ts';
 import { newBuffer, type Schedule } from '../schedule/rangeify.ts';
 import { bindBody } from '../schedule/resolve.ts';
 import { Ops } from '../uop/ops.ts';
 import type { UOp } from '../uop/uop.ts';
-import { deviceBuffer } from './buffers.ts';
+import { allocateFor, deviceBuffer } from './buffers.ts';
 import { type Compiled, compileKernel, optsKey } from './compile.ts';
 import { bake, KernelStep } from './lift.ts';
 
@@ -83,7 +83,7 @@ function runPlan(
       table.push(deviceBuffer(buf));
     } else {
       const slot = plan.slotOf[j]!;
-      table.push((storage[slot] ??= new DeviceBuffer(device, prod(c.shape), c.dtype).allocate()));
+      table.push((storage[slot] ??= allocateFor(c.shape, c.dtype, device)));
     }
   });
   plan.steps.forEach((step, n) => {

@@ -91,6 +91,11 @@ export abstract class Allocator<M = unknown> {
   protected destroy(_mem: M): void {}
 }
 
+/** What bounds one host buffer: the host's memory, where the host says (Node sets it; a browser does not). */
+export const hostMemory = { totalBytes: Infinity };
+
+const gigabytes = (n: number) => `${(n / 1e9).toFixed(1)} GB`;
+
 /** Host memory in ArrayBuffers, aligned to `align` bytes when `addressOf` gives native addresses. */
 export class HostAllocator extends Allocator<HostMemory> {
   constructor(
@@ -102,9 +107,31 @@ export class HostAllocator extends Allocator<HostMemory> {
   }
 
   protected create(nbytes: number): HostMemory {
+    // past the host's memory the allocation may still succeed (pages are mapped lazily), and the process is
+    // killed when the kernel writes them: refuse it here
+    if (nbytes > hostMemory.totalBytes)
+      throw new Error(
+        `${this.device}: ${nbytes} bytes (${gigabytes(nbytes)}) is more than this machine's memory, ${gigabytes(hostMemory.totalBytes)}`,
+      );
     // over-allocate and start at the first aligned byte: ArrayBuffers only promise 8 or 16
-    const buffer = new ArrayBuffer(nbytes + this.align - 1);
-    const base = this.addressOf(new Uint8Array(buffer));
+    let buffer: ArrayBuffer;
+    try {
+      buffer = new ArrayBuffer(nbytes + this.align - 1);
+    } catch (e) {
+      throw new Error(
+        `${this.device}: cannot allocate ${nbytes} bytes (${gigabytes(nbytes)}): ${(e as Error).message}`,
+      );
+    }
+    let bytes: Uint8Array;
+    try {
+      bytes = new Uint8Array(buffer);
+    } catch {
+      // the bytes are read and written as one typed array, whose length the JS engine bounds (2^32 in Node 20)
+      throw new Error(
+        `${this.device}: cannot allocate ${nbytes} bytes (${gigabytes(nbytes)}): longer than the longest typed array this JS engine allows`,
+      );
+    }
+    const base = this.addressOf(bytes);
     const byteOffset = (this.align - (base % this.align)) % this.align;
     return { buffer, byteOffset, address: base === 0 ? 0 : base + byteOffset };
   }

@@ -1,6 +1,8 @@
 // The devices that need Node (CPU: a C compiler, koffi, the disk cache; DISK: files), registered on import.
+import { totalmem } from 'node:os';
 import { dtypes } from '../dtype.ts';
 import { DEBUG } from '../helpers.ts';
+import { hostMemory } from './allocator.ts';
 import { DeviceBuffer } from './buffer.ts';
 import { CC } from './cc.ts';
 import { CPUBackend } from './cpu.ts';
@@ -37,6 +39,8 @@ function cpuProblem(): string | undefined {
     return (e as Error).message;
   }
 }
+
+hostMemory.totalBytes = totalmem();
 
 registerDevice('CPU', (name) => new CPUBackend(name), detectDefault);
 registerDevice('DISK', (name) => new DiskBackend(name));

@@ -8,10 +8,19 @@ import type { UOp } from '../uop/uop.ts';
 /** Reductions of at least this many elements into fewer than SPLIT_OUTPUTS results go in two steps. */
 const SPLIT_FROM = 1 << 16;
 const SPLIT_OUTPUTS = 32;
-/** Partial results of the first step, as many as divide the axis (each still reduces 256 or more). */
-const SPLIT_PARTS = [256, 128, 64, 32, 16, 8, 4, 2];
+/** At most this many parts: each becomes a partial result per lane, which the second step reduces. */
+const MAX_PARTS = 256;
+/** Each part reduces at least this many elements. */
+const MIN_PART = 256;
 /** Each part keeps this many interleaved partial results: the lanes of a vector over contiguous elements. */
 const SPLIT_LANES = 16;
+
+/** The most parts, at most MAX_PARTS, that n runs of `lanes` elements split into evenly, each at least MIN_PART. */
+function partsOf(n: number, lanes: number): number | undefined {
+  for (let p = Math.min(MAX_PARTS, Math.floor((n * lanes) / MIN_PART)); p >= 2; p--)
+    if (n % p === 0) return p;
+  return undefined;
+}
 
 /**
  * The reduce in two steps, or undefined: its largest reduced axis is split into parts, each reduced to
@@ -27,9 +36,11 @@ function splitReduce(r: UOp): UOp | undefined {
   if (count < SPLIT_FROM || prod(shape) / count >= SPLIT_OUTPUTS) return undefined;
   const a = axes.reduce((best, i) => (shape[i]! > shape[best]! ? i : best), axes[0]!);
   const n = shape[a]!;
-  const parts = SPLIT_PARTS.find((p) => n % p === 0 && n / p >= 256);
+  // vector lanes where the axis has them, then as many parts as divide what is left
+  const lanes =
+    n % SPLIT_LANES === 0 && partsOf(n / SPLIT_LANES, SPLIT_LANES) !== undefined ? SPLIT_LANES : 1;
+  const parts = partsOf(n / lanes, lanes);
   if (parts === undefined) return undefined;
-  const lanes = (n / parts) % SPLIT_LANES === 0 ? SPLIT_LANES : 1;
   const split = x.reshape([...shape.slice(0, a), parts, n / parts / lanes, lanes, ...shape.slice(a + 1)]);
   // the other reduced axes after a move by two; a's middle part is a + 1
   const partial = split.reduce(

@@ -859,8 +859,10 @@ export class Tensor {
   }
 
   /**
-   * Running sum along an axis, built as the spec's prefix sum: pad, tile, trim into windows, reduce. An
-   * axis too long for one window view goes in blocks (blockedCumsum).
+   * Running sum along an axis, built as the spec's prefix sum: pad, tile, trim into windows, reduce. A window
+   * does n^2 work: a long axis of values read from memory goes in blocks of SCAN_BLOCK (about 256n), as the
+   * other scans do; a value computed from constants alone (arange's ones) keeps one window, whose loop
+   * collapses to a count, up to what one window view holds (blockedCumsum).
    */
   cumsum(axis = 0): Tensor {
     // a scalar scans as one element (axis 0 or -1, as PyTorch)
@@ -870,6 +872,7 @@ export class Tensor {
     const n = this.shape[a]!;
     if (n === 0) return this.cast(sumAccDType(this.dtype));
     if (!windowFits(n)) return blockedCumsum(this);
+    if (n > 2 * SCAN_BLOCK && !fromConstants(this)) return blockedCumsum(this, SCAN_BLOCK);
     const lead = this.shape.slice(0, -1);
     const x = this.pad([...lead.map(() => [0, 0] as [number, number]), [n - 1, 0]]);
     const tiled = x
@@ -917,6 +920,11 @@ export class Tensor {
 const windowFits = (n: number) => (n + 1) * (2 * n - 1) <= Number.MAX_SAFE_INTEGER;
 /** The block length of a prefix sum over an axis too long for one window. */
 const CUMSUM_BLOCK = 1 << 13;
+/** The block length of a running sum of values (not a constant) along an axis longer than twice it. */
+const SCAN_BLOCK = 256;
+
+/** Whether t is computed from constants alone (arange's ones, counts of them): no loop of its reads memory. */
+const fromConstants = (t: Tensor) => !t.uop.toposort().some((u) => u.op === Ops.BUFFER || u.op === Ops.PARAM);
 
 /**
  * @internal The running sum along the last axis in blocks (zeros pad the axis to whole blocks): the running
