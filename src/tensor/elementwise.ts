@@ -241,6 +241,7 @@ Tensor.prototype.softplus = function (this: Tensor, beta = 1): Tensor {
 // -1, 0 or 1 in the input's dtype; NaN stays NaN and -0 gives 0, as numpy does
 Tensor.prototype.sign = function (this: Tensor): Tensor {
   if (this.dtype === dtypes.bool) return this;
+  if (this.dtype.isUnsigned) return this.ne(0).cast(this.dtype);
   const rest = this.dtype.isFloat ? this.isnan().where(this, 0) : this.mul(0);
   return this.gt(0).where(1, this.lt(0).where(-1, rest));
 };
