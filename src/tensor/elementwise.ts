@@ -2,7 +2,17 @@
 import { type ConstValue, type DType, type DTypeLike, dtypes, toDType } from '../dtype.ts';
 import { Device } from '../runtime/device.ts';
 import type { UOp } from '../uop/uop.ts';
-import { Tensor } from './tensor.ts';
+import { checkTensor, Tensor } from './tensor.ts';
+import { checkFinite, checkOptions } from './validate.ts';
+
+export interface NanToNumOptions {
+  /** What NaN becomes (default 0). */
+  nan?: number;
+  /** What +Infinity becomes (default the dtype's largest finite value). */
+  posinf?: number;
+  /** What -Infinity becomes (default the dtype's smallest finite value). */
+  neginf?: number;
+}
 
 export interface DivOptions {
   /** Round the quotient toward zero ('trunc') or toward -infinity ('floor'); absent: true division. */
@@ -56,6 +66,12 @@ declare module './tensor.ts' {
     clip(min?: Tensor | ConstValue, max?: Tensor | ConstValue): Tensor;
     /** Reinterprets the bits of each element as another dtype of the same size. */
     bitcast(dtype: DTypeLike): Tensor;
+    /** NaN and the infinities replaced by finite numbers (torch.nan_to_num); integer tensors stay as they are. */
+    nanToNum(opts?: NanToNumOptions): Tensor;
+  }
+  namespace Tensor {
+    /** x where cond is true, else y, elementwise and broadcast (torch.where): `cond.where(x, y)`. */
+    function where(cond: Tensor, x: Tensor | ConstValue, y: Tensor | ConstValue): Tensor;
   }
 }
 
@@ -491,4 +507,33 @@ Tensor.prototype.bitcast = function (this: Tensor, like: DTypeLike): Tensor {
       `bitcast: cannot reinterpret (${this.shape.join(', ')}) ${this.dtype.name} as ${dtype.name}: ${this.ndim === 0 ? 'a scalar has no last axis to rescale; reshape it to (1) first' : `the last axis holds ${bytes} bytes, not a whole number of ${dtype.name} (${dtype.itemsize} bytes)`}`,
     );
   return this.wrap(this.uop.bitcast(dtype));
+};
+
+// --- PyTorch's names ------------------------------------------------------------------------------------
+
+/** The largest finite value of each float dtype (nanToNum's defaults). */
+const LARGEST_FINITE: Readonly<Record<string, number>> = {
+  float16: 65504,
+  bfloat16: 3.3895313892515355e38,
+  float32: 3.4028234663852886e38,
+  float64: Number.MAX_VALUE,
+};
+
+Tensor.prototype.nanToNum = function (this: Tensor, opts: NanToNumOptions = {}): Tensor {
+  checkOptions('nanToNum', opts);
+  const largest = LARGEST_FINITE[this.dtype.name] ?? 0;
+  const { nan = 0, posinf = largest, neginf = -largest } = opts;
+  for (const [what, v] of [
+    ['nan', nan],
+    ['posinf', posinf],
+    ['neginf', neginf],
+  ] as const)
+    checkFinite('nanToNum', what, v);
+  if (!this.dtype.isFloat) return this;
+  return this.isnan().where(nan, this.eq(Infinity).where(posinf, this.eq(-Infinity).where(neginf, this)));
+};
+
+Tensor.where = (cond: Tensor, x: Operand, y: Operand): Tensor => {
+  checkTensor('Tensor.where', 'the condition', cond);
+  return cond.where(x, y);
 };

@@ -29,8 +29,9 @@ const FIRST_MESSAGE = Symbol('first message');
 function renamed(e: unknown, name: string): unknown {
   if (!(e instanceof Error)) return e;
   const err = e as Error & { [FIRST_MESSAGE]?: string };
-  err[FIRST_MESSAGE] ??= err.message;
-  const first = err[FIRST_MESSAGE];
+  // not enumerable: a printed error shows no extra key
+  if (err[FIRST_MESSAGE] === undefined) Object.defineProperty(err, FIRST_MESSAGE, { value: err.message });
+  const first = err[FIRST_MESSAGE]!;
   const message = first.startsWith(`${name}:`) ? first : `${name}: ${first}`;
   if (err.stack !== undefined) err.stack = err.stack.replace(err.message, message);
   err.message = message;

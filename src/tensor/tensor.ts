@@ -23,6 +23,7 @@ import { GroupOp, Ops, type ReduceOp } from '../uop/ops.ts';
 import { substitute } from '../uop/pattern.ts';
 import { UOp } from '../uop/uop.ts';
 import { noteAssigned, noteMade } from './frames.ts';
+import { gradMode } from './grad-mode.ts';
 import { noteRealized, originsOf } from './origins.ts';
 import { checkFinite, checkOptions, checkScalar, checkShape, deviceOf, isSize, shown } from './validate.ts';
 import { isBufferBase, viewChain, writeThrough } from './write-through.ts';
@@ -453,7 +454,9 @@ export class Tensor {
 
   /** @internal A tensor of this one's device over u (for op families in other files). */
   wrap(u: UOp): Tensor {
-    const t = new Tensor(u, { device: this.device });
+    // inside Tensor.noGrad a result builds no gradient graph; views stay views, so writes through them land
+    const detach = gradMode.offDepth > 0 && u.op !== Ops.DETACH && !GroupOp.Movement.has(u.op);
+    const t = new Tensor(detach ? UOp.make(Ops.DETACH, [u]) : u, { device: this.device });
     // a view (movement ops) of this lazy tensor remembers it: assign writes through (a view of a buffer finds it)
     // (wrap runs for every op: the cheap test first)
     if (
@@ -576,12 +579,14 @@ export class Tensor {
   }
   /** cond ? x : y, elementwise; `this` is the condition. */
   where(x: Tensor | ConstValue, y: Tensor | ConstValue): Tensor {
+    for (const v of [x, y]) if (!(v instanceof Tensor)) checkScalar('where', 'a value', v);
     const a =
       x instanceof Tensor
         ? x
         : y instanceof Tensor
           ? y.toTensor('where', x)
           : this.wrap(UOp.const(defaultDType([x, y]), x));
+    this.toTensor('where', a);
     const [xs, ys] = a.operands('where', y);
     const shape = broadcastShape('where', this.shape, xs.shape as number[]);
     const cond = this.cast(dtypes.bool).broadcastTo(shape);
@@ -1073,6 +1078,15 @@ function panelProduct(x: Tensor, y: Tensor): Tensor {
     .contiguous(); // (..., n/PANEL, k, PANEL)
   const out = x.unsqueeze(-2).unsqueeze(-1).mul(panels.unsqueeze(-4)).sum(-2); // (..., m, n/PANEL, PANEL)
   return out.reshape([...out.shape.slice(0, -2), n]);
+}
+
+/** @internal Throws unless x is a Tensor (on like's device, when given), naming op and the argument. */
+export function checkTensor(op: string, what: string, x: unknown, like?: Tensor): asserts x is Tensor {
+  if (!(x instanceof Tensor)) throw new Error(`${op}: ${what} must be a Tensor, got ${shown(x)}`);
+  if (like !== undefined && x.device !== like.device)
+    throw new Error(
+      `${op}: ${what} is on ${x.device}, the tensor on ${like.device}; move one with .to(device)`,
+    );
 }
 
 function shapesEqual(a: readonly number[], b: readonly number[]): boolean {

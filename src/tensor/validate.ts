@@ -27,6 +27,16 @@ export function checkShape(op: string, shape: unknown): asserts shape is readonl
     );
 }
 
+/**
+ * A possibly negative axis of a tensor of `shape` with ndim axes, as an index in [0, ndim), or an error
+ * naming the op, the shape and the valid range.
+ */
+export function dimOf(op: string, shape: readonly number[], d: number, ndim = shape.length): number {
+  if (Number.isInteger(d) && d >= -ndim && d < ndim) return d < 0 ? d + ndim : d;
+  const valid = ndim ? `valid dims are ${-ndim}..${ndim - 1}` : 'it has no dims';
+  throw new Error(`${op}: dim ${shown(d)} is out of range for shape (${shape.join(', ')}); ${valid}`);
+}
+
 /** Throws unless n is an integer no less than min (a count: min 0, a piece size: min 1). */
 export function checkInteger(op: string, what: string, n: unknown, min = -Infinity): asserts n is number {
   if (Number.isSafeInteger(n) && (n as number) >= min) return;

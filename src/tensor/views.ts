@@ -2,6 +2,7 @@
 // roll, unfold, unflatten, repeatInterleave, meshgrid, diag and diagonal.
 import { prod } from '../helpers.ts';
 import { Tensor } from './tensor.ts';
+import { dimOf } from './validate.ts';
 
 export interface DiagonalOptions {
   /** Which diagonal: 0 the main one, positive above it, negative below. */
@@ -62,16 +63,6 @@ declare module './tensor.ts' {
 
 const fmt = (s: readonly number[]) => `(${s.join(', ')})`;
 const keepAll = (shape: readonly number[]) => shape.map((d) => [0, d] as [number, number]);
-
-/**
- * @internal A possibly negative axis of a tensor with ndim axes as an index in [0, ndim), or an error naming
- * the op and the valid range.
- */
-export function dimOf(op: string, shape: readonly number[], d: number, ndim = shape.length): number {
-  if (Number.isInteger(d) && d >= -ndim && d < ndim) return d < 0 ? d + ndim : d;
-  const valid = ndim ? `valid dims are ${-ndim}..${ndim - 1}` : 'it has no dims';
-  throw new Error(`${op}: dim ${d} is out of range for shape ${fmt(shape)}; ${valid}`);
-}
 
 /** An integer argument, or an error naming the op and what would be valid. */
 function integer(op: string, what: string, v: number, min = -Infinity): number {
