@@ -3,7 +3,7 @@ import { type ConstValue, type DType, type DTypeLike, dtypes, toDType } from '..
 import { Device } from '../runtime/device.ts';
 import type { UOp } from '../uop/uop.ts';
 import { checkTensor, Tensor } from './tensor.ts';
-import { checkFinite, checkOptions } from './validate.ts';
+import { checkFinite, checkOptions, checkScalar } from './validate.ts';
 
 export interface NanToNumOptions {
   /** What NaN becomes (default 0). */
@@ -220,10 +220,12 @@ Tensor.prototype.erf = function (this: Tensor): Tensor {
 // --- activations --------------------------------------------------------------------------------------
 
 Tensor.prototype.leakyRelu = function (this: Tensor, slope = 0.01): Tensor {
+  checkFinite('leakyRelu', 'slope', slope);
   return this.gt(0).where(this, this.mul(slope));
 };
 
 Tensor.prototype.elu = function (this: Tensor, alpha = 1): Tensor {
+  checkFinite('elu', 'alpha', alpha);
   const x = this.toFloat();
   return x.gt(0).where(x, expm1(x.minimum(0)).mul(alpha));
 };
@@ -248,6 +250,7 @@ Tensor.prototype.silu = function (this: Tensor): Tensor {
 
 // max(bx, 0) + log1p(exp(-|bx|)), over b: neither overflows for large |x| nor loses exp(bx) for very negative x
 Tensor.prototype.softplus = function (this: Tensor, beta = 1): Tensor {
+  checkFinite('softplus', 'beta', beta);
   const bx = this.toFloat().mul(beta);
   return bx.relu().add(log1p(bx.abs().neg().exp())).div(beta);
 };
@@ -467,6 +470,7 @@ function powFloat(a: Tensor, b: Tensor): Tensor {
 // Integer dtypes stay integers (a negative exponent truncates 1/a^|b|), as tinygrad and numpy's dtypes do
 Tensor.prototype.pow = function (this: Tensor, y: Operand): Tensor {
   if (!(y instanceof Tensor)) {
+    checkScalar('pow', 'the exponent', y);
     const e = Number(y);
     // integer exponents multiply: exact for integers, and correct signs and zeros for every float
     if (Number.isInteger(e) && Math.abs(e) < 2 ** 31) {

@@ -2,6 +2,7 @@
 import { dtypes } from '../dtype.ts';
 import type { Axes } from './reduce.ts';
 import { Tensor } from './tensor.ts';
+import { checkFinite } from './validate.ts';
 
 /** One size for every spatial axis, or one per axis. */
 export type Size = number | readonly number[];
@@ -323,6 +324,7 @@ Tensor.prototype.conv2d = function (
 // --- normalization, losses, attention --------------------------------------------------------------------
 
 Tensor.prototype.layernorm = function (this: Tensor, axis: Axes = -1, eps = 1e-5): Tensor {
+  checkFinite('layernorm', 'eps', eps);
   const x = this.toFloat();
   const centered = x.sub(x.mean(axis, true));
   return centered.mul(centered.square().mean(axis, true).add(eps).sqrt().reciprocal());

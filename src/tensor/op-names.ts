@@ -1,6 +1,7 @@
 // Errors name the public op the user called: each public method and static of Tensor is wrapped so that an
 // error thrown inside it, by an op it is built from, gets its name in front. Only the error path pays.
 import { Tensor } from './tensor.ts';
+import { shown } from './validate.ts';
 
 /** Methods that only ops call (each takes the op's name where it can fail), and getters' helpers. */
 const INTERNAL: ReadonlySet<string> = new Set([
@@ -21,6 +22,50 @@ const INTERNAL: ReadonlySet<string> = new Set([
 ]);
 /** Statics that run the user's function: its errors are the user's own and keep their message. */
 const RUNS_USER_CODE: ReadonlySet<string> = new Set(['scope', 'noGrad']);
+
+/**
+ * The arguments (by position) that must be Tensors, where an op does not check them itself: on the error
+ * path, a TypeError from reading a non-Tensor becomes an error naming the argument. An undefined argument is
+ * an optional one left out.
+ */
+const TENSOR_ARGS: Readonly<Record<string, readonly number[]>> = {
+  matmul: [0],
+  dot: [0],
+  linear: [0, 1],
+  crossEntropy: [0],
+  nllLoss: [0],
+  sparseCategoricalCrossentropy: [0],
+  binaryCrossentropy: [0],
+  binaryCrossentropyLogits: [0],
+  batchnorm: [0, 1, 2, 3],
+  scaledDotProductAttention: [0, 1],
+  conv2d: [0, 1],
+  maxUnpool1d: [0],
+  maxUnpool2d: [0],
+  maxUnpool3d: [0],
+  gather: [1],
+  scatter: [1],
+  scatterReduce: [1, 2],
+  maskedFill: [0],
+  maskedSelect: [0],
+  backward: [0],
+  'Tensor.gradient': [0],
+  'Tensor.zerosLike': [0],
+  'Tensor.onesLike': [0],
+  'Tensor.fullLike': [0],
+  'Tensor.randLike': [0],
+  'Tensor.randnLike': [0],
+};
+
+/** An error naming the first argument that should have been a Tensor and is not, if there is one. */
+function notATensor(name: string, args: readonly unknown[]): Error | undefined {
+  for (const at of TENSOR_ARGS[name] ?? []) {
+    const a = args[at];
+    if (a !== undefined && !(a instanceof Tensor))
+      return new Error(`${name}: argument ${at + 1} must be a Tensor, got ${shown(a)}`);
+  }
+  return undefined;
+}
 
 /** The message an error had when first thrown, before any op put its name in front. */
 const FIRST_MESSAGE = Symbol('first message');
@@ -43,7 +88,8 @@ function named<F extends (...args: never[]) => unknown>(name: string, f: F): F {
     try {
       return f.apply(this, args);
     } catch (e) {
-      throw renamed(e, name);
+      // a crash inside the library (reading a property of a non-Tensor) is the caller's argument's fault
+      throw (e instanceof Error && e.constructor !== Error && notATensor(name, args)) || renamed(e, name);
     }
   } as F;
 }

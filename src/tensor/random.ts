@@ -4,8 +4,8 @@ import { type DType, dtypes } from '../dtype.ts';
 import { prod } from '../helpers.ts';
 import { Device } from '../runtime/device.ts';
 import type { UOp } from '../uop/uop.ts';
-import { checkSizes } from './creation.ts';
 import { dtypeOption, marksResult, Tensor, type TensorOptions } from './tensor.ts';
+import { checkShape as checkSizes } from './validate.ts';
 
 declare module './tensor.ts' {
   interface Tensor {

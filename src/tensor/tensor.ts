@@ -25,7 +25,17 @@ import { UOp } from '../uop/uop.ts';
 import { noteAssigned, noteMade } from './frames.ts';
 import { gradMode } from './grad-mode.ts';
 import { noteRealized, originsOf } from './origins.ts';
-import { checkFinite, checkOptions, checkScalar, checkShape, deviceOf, isSize, shown } from './validate.ts';
+import {
+  checkAxes,
+  checkFinite,
+  checkOptions,
+  checkScalar,
+  checkShape,
+  deviceOf,
+  isAxes,
+  isSize,
+  shown,
+} from './validate.ts';
 import { isBufferBase, viewChain, writeThrough } from './write-through.ts';
 
 /** Nested arrays of numbers or booleans, as `tolist()` gives them back. */
@@ -782,6 +792,8 @@ export class Tensor {
   /** pad's argument as one [before, after] pair per axis, or an error naming what would be valid. */
   private padPairs(padding: readonly number[] | readonly (readonly [number, number])[]): [number, number][] {
     const shown = `${JSON.stringify(padding)} for shape (${this.shape.join(', ')})`;
+    if (!Array.isArray(padding))
+      throw new Error(`pad: the padding must be an array of [before, after] pairs, got ${shown}`);
     const flat = padding.every((p) => typeof p === 'number');
     if (flat ? padding.length % 2 !== 0 || padding.length > 2 * this.ndim : padding.length !== this.ndim)
       throw new Error(
@@ -826,6 +838,14 @@ export class Tensor {
   }
   /** Keeps [start, end) of each axis. */
   shrink(ranges: readonly (readonly [number, number])[]): Tensor {
+    if (
+      !Array.isArray(ranges) ||
+      ranges.length !== this.ndim ||
+      !ranges.every((r) => Array.isArray(r) && isSize(r[0]) && isSize(r[1]) && r[0] <= r[1])
+    )
+      throw new Error(
+        `shrink: ${shown(ranges)} should be ${this.ndim} [start, end] pairs of integers with 0 <= start <= end, for shape (${this.shape.join(', ')})`,
+      );
     return this.wrap(
       this.uop.shrink(
         ranges.map((r) => r[0]),
@@ -834,6 +854,7 @@ export class Tensor {
     );
   }
   flip(axes: number | readonly number[]): Tensor {
+    checkAxes('flip', axes);
     const set = new Set((typeof axes === 'number' ? [axes] : axes).map((a) => this.axis(a)));
     return this.wrap(this.uop.flip(this.shape.map((_, i) => set.has(i))));
   }
@@ -869,6 +890,7 @@ export class Tensor {
    * gives that tensor the new graph (src/tensor/write-through.ts).
    */
   assign(value: Tensor | ConstValue): this {
+    if (!(value instanceof Tensor)) checkScalar('assign', 'the value', value);
     const v =
       value instanceof Tensor ? value : this.wrap(UOp.const(this.dtype, value)).broadcastTo(this.shape);
     if (v.device !== this.device || v.dtype !== this.dtype || !shapesEqual(v.shape, this.shape))
@@ -915,7 +937,7 @@ export class Tensor {
    * Tensor.fromFile) is copied lazily instead: its bytes are read when the copy is first used.
    */
   to(device: string): Tensor {
-    const target = Device.canonicalize(device);
+    const target = deviceOf('to', device);
     if (target === this.device) return this;
     Device.get(target); // an unknown device fails here, before anything runs
     if (Device.get(this.device).language() === undefined) return this.fromDisk(target);
@@ -929,8 +951,8 @@ export class Tensor {
 
   /** @internal */
   reduceOp(op: ReduceOp, axis?: number | readonly number[], keepdim = false): Tensor {
-    if (axis !== undefined && typeof axis !== 'number' && !Array.isArray(axis))
-      throw new Error(`the axis must be a number or an array of numbers, got ${shown(axis)}`);
+    if (axis !== undefined && !isAxes(axis))
+      throw new Error(`axes must be a number or an array of numbers, got ${shown(axis)}`);
     const axes =
       axis === undefined
         ? this.shape.map((_, i) => i)

@@ -37,6 +37,15 @@ export function dimOf(op: string, shape: readonly number[], d: number, ndim = sh
   throw new Error(`${op}: dim ${shown(d)} is out of range for shape (${shape.join(', ')}); ${valid}`);
 }
 
+export const isAxes = (axes: unknown): axes is number | readonly number[] =>
+  typeof axes === 'number' || (Array.isArray(axes) && axes.every((a) => typeof a === 'number'));
+
+/** Throws unless axes is an axis or a list of them (their ranges are the tensor's to check). */
+export function checkAxes(op: string, axes: unknown): asserts axes is number | readonly number[] {
+  if (!isAxes(axes))
+    throw new Error(`${op}: axes must be a number or an array of numbers, got ${shown(axes)}`);
+}
+
 /** Throws unless n is an integer no less than min (a count: min 0, a piece size: min 1). */
 export function checkInteger(op: string, what: string, n: unknown, min = -Infinity): asserts n is number {
   if (Number.isSafeInteger(n) && (n as number) >= min) return;
