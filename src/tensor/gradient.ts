@@ -144,10 +144,12 @@ Tensor.noGrad = (<T>(fn?: () => T): T | Disposable => {
   if (fn === undefined) return gradientsOff();
   if (typeof fn !== 'function')
     throw new Error(`Tensor.noGrad: needs a function to run, or nothing (for \`using\`), got ${typeof fn}`);
+  const region = gradientsOff();
   let result: T;
-  {
-    using _ = gradientsOff();
+  try {
     result = fn();
+  } finally {
+    region[Symbol.dispose]();
   }
   if (typeof (result as { then?: unknown } | undefined)?.then === 'function')
     throw new Error(

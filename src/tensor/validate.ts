@@ -23,7 +23,7 @@ export function checkShape(op: string, shape: unknown): asserts shape is readonl
   const bad = shape.findIndex((d) => !isSize(d));
   if (bad >= 0)
     throw new Error(
-      `${op}: shape ${shown(shape)} has size ${shown(shape[bad])} at axis ${bad}; sizes must be non-negative integers (below 2^53)`,
+      `${op}: shape (${shape.map(shown).join(', ')}) has size ${shown(shape[bad])} at axis ${bad}; sizes must be non-negative integers (below 2^53)`,
     );
 }
 

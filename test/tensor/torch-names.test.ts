@@ -157,12 +157,14 @@ for (const device of ['JS', 'CPU'])
   });
 
 describe('gradients of the new ops by central differences', () => {
-  checkGradient('unbind', [[2, 3]], (x) => x.unbind(1)[1]!.mul(x.unbind(1)[0]!));
-  checkGradient('expandAs', [[2, 3]], (x) =>
-    x.expandAs(Tensor.zeros([4, 2, 3], { dtype: x.dtype, device: x.device })),
-  );
-  checkGradient('indexSelect', [[2, 3]], (x) =>
-    x.indexSelect(1, new Tensor([2, 0, 2], { device: x.device })),
-  );
-  checkGradient('nanToNum', [[2, 3]], (x) => x.nanToNum().mul(x));
+  it('unbind, expandAs, indexSelect, nanToNum', () => {
+    checkGradient('unbind', [[2, 3]], (x) => x.unbind(1)[1]!.mul(x.unbind(1)[0]!));
+    checkGradient('expandAs', [[2, 3]], (x) =>
+      x.expandAs(Tensor.zeros([4, 2, 3], { dtype: x.dtype, device: x.device })),
+    );
+    checkGradient('indexSelect', [[2, 3]], (x) =>
+      x.indexSelect(1, new Tensor([2, 0, 2], { device: x.device })),
+    );
+    checkGradient('nanToNum', [[2, 3]], (x) => x.nanToNum().mul(x));
+  });
 });
