@@ -2,8 +2,8 @@
 import { type ConstValue, type DType, dtypes } from '../dtype.ts';
 import { Device } from '../runtime/device.ts';
 import { newBuffer } from '../schedule/rangeify.ts';
-import { dtypeOption, marksResult, Tensor, type TensorOptions } from './tensor.ts';
-import { checkOptions, checkShape } from './validate.ts';
+import { checkTensor, dtypeOption, marksResult, Tensor, type TensorOptions } from './tensor.ts';
+import { checkFinite, checkOptions, checkShape } from './validate.ts';
 
 // Statics join the class through namespace merging, so `Tensor.eye` is typed wherever Tensor is imported.
 declare module './tensor.ts' {
@@ -36,6 +36,8 @@ function empty(shape: readonly number[], opts: TensorOptions = {}): Tensor {
 }
 
 function linspace(start: number, stop: number, steps: number, opts: TensorOptions = {}): Tensor {
+  checkFinite('Tensor.linspace', 'start', start);
+  checkFinite('Tensor.linspace', 'stop', stop);
   checkCount('Tensor.linspace', 'steps', steps);
   const dtype = dtypeOption('Tensor.linspace', opts) ?? dtypes.float32;
   if (steps <= 1) return Tensor.full([steps], start, { ...opts, dtype });
@@ -77,8 +79,9 @@ function eye(n: number, m = n, opts: TensorOptions = {}): Tensor {
   ]);
 }
 
-function like(t: Tensor, value: ConstValue, opts: TensorOptions = {}): Tensor {
-  checkOptions('the options', opts);
+function like(op: string, t: Tensor, value: ConstValue, opts: TensorOptions = {}): Tensor {
+  checkTensor(op, 't', t);
+  checkOptions(op, opts);
   return Tensor.full(t.shape, value, {
     ...opts,
     dtype: opts.dtype ?? t.dtype,
@@ -90,8 +93,8 @@ const statics: Pick<typeof Tensor, 'empty' | 'linspace' | 'eye' | 'zerosLike' | 
   empty: marksResult(1, empty),
   linspace: marksResult(3, linspace),
   eye: marksResult(2, eye),
-  zerosLike: (t, opts) => like(t, 0, opts),
-  onesLike: (t, opts) => like(t, 1, opts),
-  fullLike: like,
+  zerosLike: (t, opts) => like('Tensor.zerosLike', t, 0, opts),
+  onesLike: (t, opts) => like('Tensor.onesLike', t, 1, opts),
+  fullLike: (t, value, opts) => like('Tensor.fullLike', t, value, opts),
 };
 Object.assign(Tensor, statics);

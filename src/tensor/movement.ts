@@ -1,7 +1,7 @@
 // Movement and indexing on Tensor: squeeze, repeat, cat, stack, split, chunk, triu/tril, gather, get.
 import { type ConstValue, dtypes, promoteAll } from '../dtype.ts';
 import { broadcastShape, checkTensor, Tensor } from './tensor.ts';
-import { dimOf } from './validate.ts';
+import { checkAxes, dimOf, shown } from './validate.ts';
 
 /**
  * A slice along one axis, as Python's `start:stop:step`: `[]` is `:`, `[1, 3]` is `1:3`, `[null, null, -1]`
@@ -83,6 +83,7 @@ const positions = (t: Tensor, size: number) => Tensor.arange(size, undefined, 1,
 
 Tensor.prototype.squeeze = function (this: Tensor, dim?: number | readonly number[]): Tensor {
   if (dim === undefined) return this.reshape(this.shape.filter((d) => d !== 1));
+  checkAxes('squeeze', dim);
   // A 0-d tensor accepts dim 0 or -1, as in PyTorch.
   const dims = (typeof dim === 'number' ? [dim] : dim).map((d) =>
     dimOf('squeeze', this.shape, d, Math.max(this.ndim, 1)),
@@ -91,6 +92,7 @@ Tensor.prototype.squeeze = function (this: Tensor, dim?: number | readonly numbe
 };
 
 Tensor.prototype.repeat = function (this: Tensor, reps: readonly number[]): Tensor {
+  if (!Array.isArray(reps)) throw new Error(`repeat: reps must be an array of counts, got ${shown(reps)}`);
   if (reps.length < this.ndim || !reps.every((r) => Number.isInteger(r) && r >= 0))
     throw new Error(
       `repeat: needs at least ${this.ndim} non-negative integer counts for shape ${fmt(this.shape)}, got [${reps.join(', ')}]`,
@@ -159,6 +161,8 @@ Tensor.prototype.split = function (this: Tensor, sizes: number | readonly number
     pieces =
       n === 0 ? [0] : Array.from({ length: Math.ceil(n / sizes) }, (_, i) => Math.min(sizes, n - i * sizes));
   } else {
+    if (!Array.isArray(sizes))
+      throw new Error(`split: sizes must be a piece size or an array of sizes, got ${shown(sizes)}`);
     if (!sizes.every((s) => Number.isInteger(s) && s >= 0) || sum(sizes) !== n)
       throw new Error(
         `split: sizes [${sizes.join(', ')}] must be non-negative integers summing to ${n}, the size of dim ${dim} of shape ${fmt(this.shape)}`,

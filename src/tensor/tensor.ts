@@ -58,8 +58,10 @@ function sizes(op: string, args: Sizes): readonly number[] {
 }
 
 /** @internal opts.dtype as a DType, undefined if not given; an unknown name throws, naming op. */
-export const dtypeOption = (op: string, opts: TensorOptions): DType | undefined =>
-  opts.dtype === undefined ? undefined : toDType(op, opts.dtype);
+export function dtypeOption(op: string, opts: TensorOptions): DType | undefined {
+  checkOptions(op, opts);
+  return opts.dtype === undefined ? undefined : toDType(op, opts.dtype);
+}
 
 export interface TensorOptions {
   /** A DType or its name: `dtypes.int64` or 'int64'. */
@@ -232,11 +234,15 @@ export function marksResult<A extends unknown[]>(
 }
 
 /** A constant tensor of shape, for the public op `op` (full, zeros, ones). */
-function filled(op: string, shape: readonly number[], value: ConstValue, opts: TensorOptions): Tensor {
+function filled(
+  op: string,
+  shape: readonly number[],
+  value: ConstValue,
+  opts: TensorOptions,
+  dtype = dtypeOption(op, opts) ?? defaultDType([value]),
+): Tensor {
   checkShape(op, shape);
   checkScalar(op, 'the value', value);
-  checkOptions(op, opts);
-  const dtype = dtypeOption(op, opts) ?? defaultDType([value]);
   checkFits(op, dtype, [value]);
   const c = UOp.const(dtype, value);
   return new Tensor(c.reshape(shape.map(() => 1)).expand(shape), opts);
@@ -373,10 +379,10 @@ export class Tensor {
     return filled('Tensor.full', shape, value, opts);
   }
   static zeros(shape: readonly number[], opts: TensorOptions = {}): Tensor {
-    return filled('Tensor.zeros', shape, 0, { ...opts, dtype: opts?.dtype ?? dtypes.float32 });
+    return filled('Tensor.zeros', shape, 0, opts, dtypeOption('Tensor.zeros', opts) ?? dtypes.float32);
   }
   static ones(shape: readonly number[], opts: TensorOptions = {}): Tensor {
-    return filled('Tensor.ones', shape, 1, { ...opts, dtype: opts?.dtype ?? dtypes.float32 });
+    return filled('Tensor.ones', shape, 1, opts, dtypeOption('Tensor.ones', opts) ?? dtypes.float32);
   }
   /** [start, stop) by step, built as the spec's prefix sum of ones. */
   static arange(start: number, stop?: number, step = 1, opts: TensorOptions = {}): Tensor {
@@ -726,6 +732,7 @@ export class Tensor {
   }
   /** Reshapes to the broadcast rank (new axes in front) and expands. */
   broadcastTo(shape: readonly number[]): Tensor {
+    if (!Array.isArray(shape)) checkShape('broadcastTo', shape);
     if (shapesEqual(shape, this.shape)) return this;
     checkShape('broadcastTo', shape);
     const padded = [...new Array(Math.max(0, shape.length - this.ndim)).fill(1), ...this.shape];

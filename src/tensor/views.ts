@@ -2,7 +2,7 @@
 // roll, unfold, unflatten, repeatInterleave, meshgrid, diag and diagonal.
 import { prod } from '../helpers.ts';
 import { Tensor } from './tensor.ts';
-import { dimOf } from './validate.ts';
+import { checkAxes, checkOptions, dimOf, shown } from './validate.ts';
 
 export interface DiagonalOptions {
   /** Which diagonal: 0 the main one, positive above it, negative below. */
@@ -88,6 +88,8 @@ Tensor.prototype.roll = function (
   shifts: number | readonly number[],
   dims?: number | readonly number[],
 ): Tensor {
+  checkAxes('roll', shifts);
+  if (dims !== undefined) checkAxes('roll', dims);
   const shiftList = (typeof shifts === 'number' ? [shifts] : shifts).map((s) =>
     integer('roll', 'a shift', s),
   );
@@ -151,6 +153,7 @@ Tensor.prototype.unfold = function (this: Tensor, dim: number, size: number, ste
 
 Tensor.prototype.unflatten = function (this: Tensor, dim: number, sizes: readonly number[]): Tensor {
   const d = dimOf('unflatten', this.shape, dim);
+  if (!Array.isArray(sizes)) throw new Error(`unflatten: sizes must be an array, got ${shown(sizes)}`);
   const n = this.shape[d]!;
   const bad = () =>
     new Error(
@@ -234,6 +237,7 @@ Tensor.prototype.diagonal = function (this: Tensor, opts: number | DiagonalOptio
 
 function meshgrid(...args: (Tensor | MeshgridOptions)[]): Tensor[] {
   const last = args.at(-1);
+  if (last !== undefined && !(last instanceof Tensor)) checkOptions('meshgrid', last);
   const opts: MeshgridOptions = last === undefined || last instanceof Tensor ? {} : last;
   const tensors = (last === undefined || last instanceof Tensor ? args : args.slice(0, -1)) as Tensor[];
   const indexing = opts.indexing ?? 'ij';
