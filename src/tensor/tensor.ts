@@ -248,6 +248,26 @@ function filled(
   return new Tensor(c.reshape(shape.map(() => 1)).expand(shape), opts);
 }
 
+/**
+ * Runs the schedule; memory the allocator cannot give (a RangeError from inside) becomes an error naming the
+ * tensors asked for, their shapes and sizes, so that the op that made them can be found.
+ */
+function realizeNamingShapes(tensors: readonly Tensor[]): ReturnType<typeof realize> {
+  try {
+    return realize(tensors);
+  } catch (e) {
+    if (!(e instanceof RangeError)) throw e;
+    const asked = tensors
+      .map(
+        (t) => `(${t.shape.join(', ')}) ${t.dtype.name} on ${t.device} (${t.numel * t.dtype.itemsize} bytes)`,
+      )
+      .join(', ');
+    throw new Error(
+      `out of memory computing ${asked} and the buffers it needs: ${e.message}; use smaller shapes, or realize parts in turn`,
+    );
+  }
+}
+
 /** How pad fills: a constant, the mirror image without the edge, the edge repeated, or the other end. */
 export type PadMode = 'constant' | 'reflect' | 'replicate' | 'circular';
 const PAD_MODES: readonly string[] = ['constant', 'reflect', 'replicate', 'circular'];
@@ -433,7 +453,7 @@ export class Tensor {
             tensors.map((t, i) => (t.requiresGrad ? undefined : graphs[i])),
             gradTargets(),
           );
-    const created = realize(tensors);
+    const created = realizeNamingShapes(tensors);
     noteRealized(
       graphs,
       tensors.map((t) => t.uop),
