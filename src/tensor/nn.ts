@@ -103,7 +103,7 @@ function diagonal(t: Tensor, p: number, q: number): Tensor {
 Tensor.einsum = (formula: string, ...operands: Tensor[]): Tensor => {
   if (typeof formula !== 'string')
     throw new Error(`einsum: the formula must be a string such as 'ij,jk->ik', got ${shown(formula)}`);
-  operands.forEach((t, i) => checkTensor('einsum', `operand ${i}`, t, operands[0]));
+  for (const [i, t] of operands.entries()) checkTensor('einsum', `operand ${i}`, t, operands[0]);
   const spec = formula.replace(/\s/g, '');
   const [lhs, rhs, extra] = spec.split('->');
   const terms = lhs!.split(',');

@@ -16,6 +16,7 @@ const INTERNAL: ReadonlySet<string> = new Set([
   'padPairs',
   'padEdges',
   'reduceOp',
+  'beyondRange',
   'fromDisk',
   'releaseFile',
   'toString',
@@ -50,11 +51,6 @@ const TENSOR_ARGS: Readonly<Record<string, readonly number[]>> = {
   maskedSelect: [0],
   backward: [0],
   'Tensor.gradient': [0],
-  'Tensor.zerosLike': [0],
-  'Tensor.onesLike': [0],
-  'Tensor.fullLike': [0],
-  'Tensor.randLike': [0],
-  'Tensor.randnLike': [0],
 };
 
 /** An error naming the first argument that should have been a Tensor and is not, if there is one. */

@@ -346,12 +346,14 @@ const statics: Pick<
   kaimingUniform: marksResult(2, kaimingUniform),
   glorotUniform: marksResult(1, glorotUniform),
   kaimingNormal: marksResult(2, kaimingNormal),
-  randLike: marksResult(1, (t: Tensor, opts: TensorOptions = {}) =>
-    rand(t.shape, likeOptions('Tensor.randLike', t, opts)),
-  ),
-  randnLike: marksResult(1, (t: Tensor, opts: TensorOptions = {}) =>
-    randn(t.shape, likeOptions('Tensor.randnLike', t, opts)),
-  ),
+  randLike: marksResult(1, (t: Tensor, opts: TensorOptions = {}) => {
+    const o = likeOptions('Tensor.randLike', t, opts);
+    return rand(t.shape, o);
+  }),
+  randnLike: marksResult(1, (t: Tensor, opts: TensorOptions = {}) => {
+    const o = likeOptions('Tensor.randnLike', t, opts);
+    return randn(t.shape, o);
+  }),
   randperm: marksResult(1, randperm),
   training: false,
 };
