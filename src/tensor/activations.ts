@@ -2,6 +2,7 @@
 import { type DType, dtypes } from '../dtype.ts';
 import { expm1, log1p, oddFrom, signbit } from './elementwise.ts';
 import { broadcastShape, Tensor } from './tensor.ts';
+import { checkFinite } from './validate.ts';
 
 export interface IsCloseOptions {
   /** Relative tolerance, a multiple of |other|. */
@@ -123,6 +124,8 @@ Tensor.prototype.celu = function (this: Tensor, alpha = 1): Tensor {
 };
 
 Tensor.prototype.hardtanh = function (this: Tensor, min = -1, max = 1): Tensor {
+  checkFinite('hardtanh', 'min', min);
+  checkFinite('hardtanh', 'max', max);
   if (!(min <= max)) throw new Error(`hardtanh: min ${min} must not exceed max ${max}`);
   return this.clamp(min, max);
 };

@@ -2,7 +2,8 @@
 import { type ConstValue, type DType, dtypes } from '../dtype.ts';
 import { Device } from '../runtime/device.ts';
 import { newBuffer } from '../schedule/rangeify.ts';
-import { dtypeOption, marksResult, Tensor, type TensorOptions } from './tensor.ts';
+import { checkTensor, dtypeOption, marksResult, Tensor, type TensorOptions } from './tensor.ts';
+import { checkFinite, checkOptions, checkShape } from './validate.ts';
 
 // Statics join the class through namespace merging, so `Tensor.eye` is typed wherever Tensor is imported.
 declare module './tensor.ts' {
@@ -20,19 +21,14 @@ declare module './tensor.ts' {
   }
 }
 
-/** @internal Throws unless every size is a non-negative integer. */
-export function checkSizes(op: string, shape: readonly number[]): void {
-  if (!shape.every((d) => Number.isInteger(d) && d >= 0))
-    throw new Error(`${op}: shape (${shape.join(', ')}) needs non-negative integer sizes`);
-}
-
 function checkCount(op: string, name: string, n: number): void {
   if (!Number.isInteger(n) || n < 0)
     throw new Error(`${op}: ${name} must be a non-negative integer, got ${n}`);
 }
 
 function empty(shape: readonly number[], opts: TensorOptions = {}): Tensor {
-  checkSizes('Tensor.empty', shape);
+  checkShape('Tensor.empty', shape);
+  checkOptions('Tensor.empty', opts);
   const device = Device.canonicalize(opts.device ?? Device.default);
   return new Tensor(newBuffer(shape, dtypeOption('Tensor.empty', opts) ?? dtypes.float32, device), {
     device,
@@ -40,6 +36,8 @@ function empty(shape: readonly number[], opts: TensorOptions = {}): Tensor {
 }
 
 function linspace(start: number, stop: number, steps: number, opts: TensorOptions = {}): Tensor {
+  checkFinite('Tensor.linspace', 'start', start);
+  checkFinite('Tensor.linspace', 'stop', stop);
   checkCount('Tensor.linspace', 'steps', steps);
   const dtype = dtypeOption('Tensor.linspace', opts) ?? dtypes.float32;
   if (steps <= 1) return Tensor.full([steps], start, { ...opts, dtype });
@@ -81,15 +79,22 @@ function eye(n: number, m = n, opts: TensorOptions = {}): Tensor {
   ]);
 }
 
-const like = (t: Tensor, value: ConstValue, opts: TensorOptions = {}) =>
-  Tensor.full(t.shape, value, { ...opts, dtype: opts.dtype ?? t.dtype, device: opts.device ?? t.device });
+function like(op: string, t: Tensor, value: ConstValue, opts: TensorOptions = {}): Tensor {
+  checkTensor(op, 't', t);
+  checkOptions(op, opts);
+  return Tensor.full(t.shape, value, {
+    ...opts,
+    dtype: opts.dtype ?? t.dtype,
+    device: opts.device ?? t.device,
+  });
+}
 
 const statics: Pick<typeof Tensor, 'empty' | 'linspace' | 'eye' | 'zerosLike' | 'onesLike' | 'fullLike'> = {
   empty: marksResult(1, empty),
   linspace: marksResult(3, linspace),
   eye: marksResult(2, eye),
-  zerosLike: (t, opts) => like(t, 0, opts),
-  onesLike: (t, opts) => like(t, 1, opts),
-  fullLike: like,
+  zerosLike: (t, opts) => like('Tensor.zerosLike', t, 0, opts),
+  onesLike: (t, opts) => like('Tensor.onesLike', t, 1, opts),
+  fullLike: (t, value, opts) => like('Tensor.fullLike', t, value, opts),
 };
 Object.assign(Tensor, statics);

@@ -1,6 +1,7 @@
-// dtype conveniences on Tensor: the long/double/short/bfloat16 casts, dtype queries, byte sizes, emptyLike.
+// dtype conveniences on Tensor: the long/double/short/bfloat16 casts, typeAs, dtype queries, byte sizes,
+// emptyLike.
 import { dtypes } from '../dtype.ts';
-import { dtypeOption, Tensor, type TensorOptions } from './tensor.ts';
+import { checkTensor, dtypeOption, Tensor, type TensorOptions } from './tensor.ts';
 
 declare module './tensor.ts' {
   interface Tensor {
@@ -12,6 +13,8 @@ declare module './tensor.ts' {
     short(): Tensor;
     /** Cast to bfloat16. */
     bfloat16(): Tensor;
+    /** Cast to other's dtype (torch.Tensor.type_as). */
+    typeAs(other: Tensor): Tensor;
     /** Whether the dtype is a float (float16, bfloat16, float32 or float64). */
     isFloatingPoint(): boolean;
     /** Bytes per element (the dtype's itemsize; bool takes 1). */
@@ -39,6 +42,10 @@ Tensor.prototype.short = function (this: Tensor): Tensor {
 };
 Tensor.prototype.bfloat16 = function (this: Tensor): Tensor {
   return this.cast(dtypes.bfloat16);
+};
+Tensor.prototype.typeAs = function (this: Tensor, other: Tensor): Tensor {
+  checkTensor('typeAs', 'other', other);
+  return this.cast(other.dtype);
 };
 
 Tensor.prototype.isFloatingPoint = function (this: Tensor): boolean {

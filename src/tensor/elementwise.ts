@@ -2,7 +2,17 @@
 import { type ConstValue, type DType, type DTypeLike, dtypes, toDType } from '../dtype.ts';
 import { Device } from '../runtime/device.ts';
 import type { UOp } from '../uop/uop.ts';
-import { Tensor } from './tensor.ts';
+import { checkTensor, Tensor } from './tensor.ts';
+import { checkFinite, checkOptions, checkScalar } from './validate.ts';
+
+export interface NanToNumOptions {
+  /** What NaN becomes (default 0). */
+  nan?: number;
+  /** What +Infinity becomes (default the dtype's largest finite value). */
+  posinf?: number;
+  /** What -Infinity becomes (default the dtype's smallest finite value). */
+  neginf?: number;
+}
 
 export interface DivOptions {
   /** Round the quotient toward zero ('trunc') or toward -infinity ('floor'); absent: true division. */
@@ -56,6 +66,12 @@ declare module './tensor.ts' {
     clip(min?: Tensor | ConstValue, max?: Tensor | ConstValue): Tensor;
     /** Reinterprets the bits of each element as another dtype of the same size. */
     bitcast(dtype: DTypeLike): Tensor;
+    /** NaN and the infinities replaced by finite numbers (torch.nan_to_num); integer tensors stay as they are. */
+    nanToNum(opts?: NanToNumOptions): Tensor;
+  }
+  namespace Tensor {
+    /** x where cond is true, else y, elementwise and broadcast (torch.where): `cond.where(x, y)`. */
+    function where(cond: Tensor, x: Tensor | ConstValue, y: Tensor | ConstValue): Tensor;
   }
 }
 
@@ -204,10 +220,12 @@ Tensor.prototype.erf = function (this: Tensor): Tensor {
 // --- activations --------------------------------------------------------------------------------------
 
 Tensor.prototype.leakyRelu = function (this: Tensor, slope = 0.01): Tensor {
+  checkFinite('leakyRelu', 'slope', slope);
   return this.gt(0).where(this, this.mul(slope));
 };
 
 Tensor.prototype.elu = function (this: Tensor, alpha = 1): Tensor {
+  checkFinite('elu', 'alpha', alpha);
   const x = this.toFloat();
   return x.gt(0).where(x, expm1(x.minimum(0)).mul(alpha));
 };
@@ -232,6 +250,7 @@ Tensor.prototype.silu = function (this: Tensor): Tensor {
 
 // max(bx, 0) + log1p(exp(-|bx|)), over b: neither overflows for large |x| nor loses exp(bx) for very negative x
 Tensor.prototype.softplus = function (this: Tensor, beta = 1): Tensor {
+  checkFinite('softplus', 'beta', beta);
   const bx = this.toFloat().mul(beta);
   return bx.relu().add(log1p(bx.abs().neg().exp())).div(beta);
 };
@@ -241,6 +260,7 @@ Tensor.prototype.softplus = function (this: Tensor, beta = 1): Tensor {
 // -1, 0 or 1 in the input's dtype; NaN stays NaN and -0 gives 0, as numpy does
 Tensor.prototype.sign = function (this: Tensor): Tensor {
   if (this.dtype === dtypes.bool) return this;
+  if (this.dtype.isUnsigned) return this.ne(0).cast(this.dtype);
   const rest = this.dtype.isFloat ? this.isnan().where(this, 0) : this.mul(0);
   return this.gt(0).where(1, this.lt(0).where(-1, rest));
 };
@@ -450,6 +470,7 @@ function powFloat(a: Tensor, b: Tensor): Tensor {
 // Integer dtypes stay integers (a negative exponent truncates 1/a^|b|), as tinygrad and numpy's dtypes do
 Tensor.prototype.pow = function (this: Tensor, y: Operand): Tensor {
   if (!(y instanceof Tensor)) {
+    checkScalar('pow', 'the exponent', y);
     const e = Number(y);
     // integer exponents multiply: exact for integers, and correct signs and zeros for every float
     if (Number.isInteger(e) && Math.abs(e) < 2 ** 31) {
@@ -490,4 +511,33 @@ Tensor.prototype.bitcast = function (this: Tensor, like: DTypeLike): Tensor {
       `bitcast: cannot reinterpret (${this.shape.join(', ')}) ${this.dtype.name} as ${dtype.name}: ${this.ndim === 0 ? 'a scalar has no last axis to rescale; reshape it to (1) first' : `the last axis holds ${bytes} bytes, not a whole number of ${dtype.name} (${dtype.itemsize} bytes)`}`,
     );
   return this.wrap(this.uop.bitcast(dtype));
+};
+
+// --- PyTorch's names ------------------------------------------------------------------------------------
+
+/** The largest finite value of each float dtype (nanToNum's defaults). */
+const LARGEST_FINITE: Readonly<Record<string, number>> = {
+  float16: 65504,
+  bfloat16: 3.3895313892515355e38,
+  float32: 3.4028234663852886e38,
+  float64: Number.MAX_VALUE,
+};
+
+Tensor.prototype.nanToNum = function (this: Tensor, opts: NanToNumOptions = {}): Tensor {
+  checkOptions('nanToNum', opts);
+  const largest = LARGEST_FINITE[this.dtype.name] ?? 0;
+  const { nan = 0, posinf = largest, neginf = -largest } = opts;
+  for (const [what, v] of [
+    ['nan', nan],
+    ['posinf', posinf],
+    ['neginf', neginf],
+  ] as const)
+    checkFinite('nanToNum', what, v);
+  if (!this.dtype.isFloat) return this;
+  return this.isnan().where(nan, this.eq(Infinity).where(posinf, this.eq(-Infinity).where(neginf, this)));
+};
+
+Tensor.where = (cond: Tensor, x: Operand, y: Operand): Tensor => {
+  checkTensor('Tensor.where', 'the condition', cond);
+  return cond.where(x, y);
 };

@@ -1,9 +1,11 @@
-// Autograd on Tensors: backward(), Tensor.gradient, detach (the rules and the walk are in autograd.ts).
+// Autograd on Tensors: backward(), Tensor.gradient, detach, requiresGrad_, Tensor.noGrad (the rules and the
+// walk are in autograd.ts).
 import { Ops } from '../uop/ops.ts';
 import { substitute } from '../uop/pattern.ts';
 import { fmtShape } from '../uop/shape.ts';
 import { UOp } from '../uop/uop.ts';
 import { computeGradients } from './autograd.ts';
+import { gradMode } from './grad-mode.ts';
 import { throughOrigins } from './origins.ts';
 import { gradTracked, Tensor } from './tensor.ts';
 
@@ -20,8 +22,19 @@ declare module './tensor.ts' {
     detach(): Tensor;
     /** The same values; the gradient flowing back through it is made contiguous (a buffer of its own). */
     contiguousBackward(): Tensor;
+    /** Sets requiresGrad in place (PyTorch's requires_grad_) and returns this tensor. */
+    requiresGrad_(on?: boolean): Tensor;
   }
   namespace Tensor {
+    /**
+     * Runs fn with gradients off (torch.no_grad): the results of ops inside build no gradient graph, so no
+     * gradient flows back through them and realizing them keeps no graph for backward(). Views (movement
+     * ops) stay views of their tensor, so an update written through one lands, as PyTorch's in-place updates
+     * under no_grad do. Regions nest. Without fn it returns a handle for a `using` declaration:
+     * `{ using _ = Tensor.noGrad(); ... }` turns gradients back on at the `}`.
+     */
+    function noGrad<T>(fn: () => T): T;
+    function noGrad(): Disposable;
     /** d(loss)/d(target) for each target, without touching any `.grad`; `grad` as in backward(). */
     function gradient(loss: Tensor, targets: readonly Tensor[], grad?: Tensor): Tensor[];
   }
@@ -109,6 +122,41 @@ Tensor.prototype.backward = function (this: Tensor, grad?: Tensor): Tensor {
 Tensor.prototype.detach = function (this: Tensor): Tensor {
   return this.wrap(UOp.make(Ops.DETACH, [this.uop]));
 };
+
+Tensor.prototype.requiresGrad_ = function (this: Tensor, on = true): Tensor {
+  this.requiresGrad = on;
+  return this;
+};
+
+/** Opens a region with gradients off; the handle closes it (once). */
+function gradientsOff(): Disposable {
+  gradMode.offDepth++;
+  let open = true;
+  return {
+    [Symbol.dispose]() {
+      if (open) gradMode.offDepth--;
+      open = false;
+    },
+  };
+}
+
+Tensor.noGrad = (<T>(fn?: () => T): T | Disposable => {
+  if (fn === undefined) return gradientsOff();
+  if (typeof fn !== 'function')
+    throw new Error(`Tensor.noGrad: needs a function to run, or nothing (for \`using\`), got ${typeof fn}`);
+  const region = gradientsOff();
+  let result: T;
+  try {
+    result = fn();
+  } finally {
+    region[Symbol.dispose]();
+  }
+  if (typeof (result as { then?: unknown } | undefined)?.then === 'function')
+    throw new Error(
+      'Tensor.noGrad: fn returned a Promise; only its synchronous part ran without gradients. In async code use `using _ = Tensor.noGrad()`',
+    );
+  return result;
+}) as typeof Tensor.noGrad;
 
 Tensor.prototype.contiguousBackward = function (this: Tensor): Tensor {
   return this.wrap(UOp.make(Ops.CONTIGUOUSBACKWARD, [this.uop]));

@@ -30,6 +30,11 @@ import './gradient.ts';
 import './scope.ts';
 import './disk.ts';
 
+import { nameErrors } from './op-names.ts';
+
+// last, when every family has attached its ops: their errors name the op the user called
+nameErrors();
+
 // the device registry, for code that may use only the Tensor API (src/nn): device names are Tensor options
 export { Device } from '../runtime/device.ts';
 export type { IsCloseOptions } from './activations.ts';

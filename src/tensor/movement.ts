@@ -1,7 +1,8 @@
 // Movement and indexing on Tensor: squeeze, repeat, cat, stack, split, chunk, triu/tril, gather, get.
 import { type ConstValue, dtypes, promoteAll } from '../dtype.ts';
 import { checkIndex } from './index-check.ts';
-import { broadcastShape, Tensor } from './tensor.ts';
+import { broadcastShape, checkTensor, Tensor } from './tensor.ts';
+import { checkAxes, dimOf, shown } from './validate.ts';
 
 /**
  * A slice along one axis, as Python's `start:stop:step`: `[]` is `:`, `[1, 3]` is `1:3`, `[null, null, -1]`
@@ -52,6 +53,16 @@ declare module './tensor.ts' {
      * CHECK_INDEX=1, and otherwise selects 0.
      */
     get(...indices: Index[]): Tensor;
+    /** The slices along `dim`, each without that axis (torch.unbind): a (3, 4) tensor unbinds to three (4). */
+    unbind(dim?: number): Tensor[];
+    /** This tensor broadcast to other's shape (torch.Tensor.expand_as). */
+    expandAs(other: Tensor): Tensor;
+    /**
+     * The entries of `index` (a 0-D or 1-D integer tensor) along `dim`, in its order (torch.index_select):
+     * axis dim gets index's length. A gather, so differentiable; negative values count from the end and
+     * out-of-range values select 0, as in get (they are data, so nothing checks them).
+     */
+    indexSelect(dim: number, index: Tensor): Tensor;
   }
   namespace Tensor {
     /** Joins tensors along an existing axis; all other axes must match. */
@@ -63,13 +74,6 @@ declare module './tensor.ts' {
 
 const fmt = (s: readonly number[]) => `(${s.join(', ')})`;
 const sum = (xs: readonly number[]) => xs.reduce((a, b) => a + b, 0);
-
-/** A possibly negative axis of a tensor with ndim axes, or an error naming the op and the valid range. */
-function dimOf(op: string, shape: readonly number[], d: number, ndim = shape.length): number {
-  if (Number.isInteger(d) && d >= -ndim && d < ndim) return d < 0 ? d + ndim : d;
-  const valid = ndim ? `valid dims are ${-ndim}..${ndim - 1}` : 'it has no dims';
-  throw new Error(`${op}: dim ${d} is out of range for shape ${fmt(shape)}; ${valid}`);
-}
 
 const zeroOf = (t: Tensor): ConstValue => (t.dtype === dtypes.bool ? false : 0);
 
@@ -87,6 +91,7 @@ const positions = (t: Tensor, size: number) => Tensor.arange(size, undefined, 1,
 
 Tensor.prototype.squeeze = function (this: Tensor, dim?: number | readonly number[]): Tensor {
   if (dim === undefined) return this.reshape(this.shape.filter((d) => d !== 1));
+  checkAxes('squeeze', dim);
   // A 0-d tensor accepts dim 0 or -1, as in PyTorch.
   const dims = (typeof dim === 'number' ? [dim] : dim).map((d) =>
     dimOf('squeeze', this.shape, d, Math.max(this.ndim, 1)),
@@ -95,6 +100,7 @@ Tensor.prototype.squeeze = function (this: Tensor, dim?: number | readonly numbe
 };
 
 Tensor.prototype.repeat = function (this: Tensor, reps: readonly number[]): Tensor {
+  if (!Array.isArray(reps)) throw new Error(`repeat: reps must be an array of counts, got ${shown(reps)}`);
   if (reps.length < this.ndim || !reps.every((r) => Number.isInteger(r) && r >= 0))
     throw new Error(
       `repeat: needs at least ${this.ndim} non-negative integer counts for shape ${fmt(this.shape)}, got [${reps.join(', ')}]`,
@@ -163,6 +169,8 @@ Tensor.prototype.split = function (this: Tensor, sizes: number | readonly number
     pieces =
       n === 0 ? [0] : Array.from({ length: Math.ceil(n / sizes) }, (_, i) => Math.min(sizes, n - i * sizes));
   } else {
+    if (!Array.isArray(sizes))
+      throw new Error(`split: sizes must be a piece size or an array of sizes, got ${shown(sizes)}`);
     if (!sizes.every((s) => Number.isInteger(s) && s >= 0) || sum(sizes) !== n)
       throw new Error(
         `split: sizes [${sizes.join(', ')}] must be non-negative integers summing to ${n}, the size of dim ${dim} of shape ${fmt(this.shape)}`,
@@ -376,3 +384,27 @@ function advanced(x: Tensor, tensors: readonly Advanced[]): Tensor {
     ...rest.slice(at).map((_, i) => at + i),
   ]);
 }
+
+Tensor.prototype.unbind = function (this: Tensor, dim = 0): Tensor[] {
+  const d = dimOf('unbind', this.shape, dim);
+  const rest = this.shape.filter((_, i) => i !== d);
+  return Array.from({ length: this.shape[d]! }, (_, k) =>
+    this.shrink(this.shape.map((s, i) => (i === d ? [k, k + 1] : [0, s]))).reshape(rest),
+  );
+};
+
+Tensor.prototype.expandAs = function (this: Tensor, other: Tensor): Tensor {
+  checkTensor('expandAs', 'other', other);
+  return this.expand(other.shape);
+};
+
+Tensor.prototype.indexSelect = function (this: Tensor, dim: number, index: Tensor): Tensor {
+  const d = dimOf('indexSelect', this.shape, dim);
+  checkTensor('indexSelect', 'the index', index, this);
+  if (!index.dtype.isInt || index.ndim > 1)
+    throw new Error(
+      `indexSelect: the index must be a 0-D or 1-D integer tensor, got (${index.shape.join(', ')}) ${index.dtype.name}`,
+    );
+  // a 0-D index selects one entry and keeps the axis, as PyTorch
+  return this.get(...this.shape.slice(0, d).map((): Index => []), index.reshape([index.numel]));
+};

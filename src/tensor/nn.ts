@@ -2,7 +2,8 @@
 import { dtypes } from '../dtype.ts';
 import { checkIndex } from './index-check.ts';
 import type { Axes } from './reduce.ts';
-import { Tensor } from './tensor.ts';
+import { checkTensor, Tensor } from './tensor.ts';
+import { checkFinite, shown } from './validate.ts';
 
 /** One size for every spatial axis, or one per axis. */
 export type Size = number | readonly number[];
@@ -109,6 +110,9 @@ function diagonal(t: Tensor, p: number, q: number): Tensor {
 }
 
 Tensor.einsum = (formula: string, ...operands: Tensor[]): Tensor => {
+  if (typeof formula !== 'string')
+    throw new Error(`einsum: the formula must be a string such as 'ij,jk->ik', got ${shown(formula)}`);
+  for (const [i, t] of operands.entries()) checkTensor('einsum', `operand ${i}`, t, operands[0]);
   const spec = formula.replace(/\s/g, '');
   const [lhs, rhs, extra] = spec.split('->');
   const terms = lhs!.split(',');
@@ -185,6 +189,8 @@ Tensor.einsum = (formula: string, ...operands: Tensor[]): Tensor => {
 
 /** @internal A per-axis size list from a scalar or a list of n (pool.ts shares it). */
 export function perAxis(op: string, what: string, v: Size, n: number): number[] {
+  if (typeof v !== 'number' && !Array.isArray(v))
+    throw new Error(`${op}: ${what} should be one non-negative integer or ${n} of them, got ${shown(v)}`);
   const list = typeof v === 'number' ? new Array<number>(n).fill(v) : [...v];
   if (list.length !== n || !list.every((x) => Number.isInteger(x) && x >= 0))
     throw new Error(`${op}: ${what} ${JSON.stringify(v)} should be one non-negative integer or ${n} of them`);
@@ -332,6 +338,7 @@ Tensor.prototype.conv2d = function (
 // --- normalization, losses, attention --------------------------------------------------------------------
 
 Tensor.prototype.layernorm = function (this: Tensor, axis: Axes = -1, eps = 1e-5): Tensor {
+  checkFinite('layernorm', 'eps', eps);
   const x = this.toFloat();
   const centered = x.sub(x.mean(axis, true));
   return centered.mul(centered.square().mean(axis, true).add(eps).sqrt().reciprocal());

@@ -4,8 +4,8 @@ import { type DType, dtypes } from '../dtype.ts';
 import { prod } from '../helpers.ts';
 import { Device } from '../runtime/device.ts';
 import type { UOp } from '../uop/uop.ts';
-import { checkSizes } from './creation.ts';
-import { dtypeOption, marksResult, Tensor, type TensorOptions } from './tensor.ts';
+import { checkTensor, dtypeOption, marksResult, Tensor, type TensorOptions } from './tensor.ts';
+import { checkFinite, checkOptions, checkShape as checkSizes } from './validate.ts';
 
 declare module './tensor.ts' {
   interface Tensor {
@@ -193,17 +193,22 @@ function randint(shape: readonly number[], low = 0, high = 10, opts: TensorOptio
 }
 
 function uniform(shape: readonly number[], low = 0, high = 1, opts: TensorOptions = {}): Tensor {
+  checkFinite('Tensor.uniform', 'low', low);
+  checkFinite('Tensor.uniform', 'high', high);
   return rand(shape, opts)
     .mul(high - low)
     .add(low);
 }
 
 function normal(shape: readonly number[], mean = 0, std = 1, opts: TensorOptions = {}): Tensor {
+  checkFinite('Tensor.normal', 'mean', mean);
+  checkFinite('Tensor.normal', 'std', std);
   return randn(shape, opts).mul(std).add(mean);
 }
 
 /** fan in and fan out of a [out, in, ...kernel] weight, each counting the kernel's receptive field. */
 function fans(op: string, shape: readonly number[]): [number, number] {
+  checkSizes(op, shape);
   if (shape.length < 2)
     throw new Error(
       `${op}: needs a weight shape of 2 or more dims ([fanOut, fanIn, ...kernel]), got (${shape.join(', ')})`,
@@ -212,23 +217,32 @@ function fans(op: string, shape: readonly number[]): [number, number] {
   return [shape[1]! * field, shape[0]! * field];
 }
 
+/** The square root of an initializer's variance; a zero fan (an empty weight, no values drawn) spreads by 0. */
+const spread = (variance: number) => (Number.isFinite(variance) ? Math.sqrt(variance) : 0);
+
 function kaimingUniform(shape: readonly number[], a = 0.01, opts: TensorOptions = {}): Tensor {
   const [fanIn] = fans('Tensor.kaimingUniform', shape);
-  const bound = Math.sqrt(6 / ((1 + a * a) * fanIn));
+  checkFinite('Tensor.kaimingUniform', 'a', a);
+  const bound = spread(6 / ((1 + a * a) * fanIn));
   return uniform(shape, -bound, bound, opts);
 }
 
 function kaimingNormal(shape: readonly number[], a = 0.01, opts: TensorOptions = {}): Tensor {
   const [fanIn] = fans('Tensor.kaimingNormal', shape);
-  return normal(shape, 0, Math.sqrt(2 / ((1 + a * a) * fanIn)), opts);
+  checkFinite('Tensor.kaimingNormal', 'a', a);
+  return normal(shape, 0, spread(2 / ((1 + a * a) * fanIn)), opts);
 }
 
 /** opts completed from t: its device, and its dtype where that is a float. */
-const likeOptions = (t: Tensor, opts: TensorOptions): TensorOptions => ({
-  ...opts,
-  device: opts.device ?? t.device,
-  dtype: opts.dtype ?? (t.dtype.isFloat ? t.dtype : dtypes.float32),
-});
+function likeOptions(op: string, t: Tensor, opts: TensorOptions): TensorOptions {
+  checkTensor(op, 't', t);
+  checkOptions(op, opts);
+  return {
+    ...opts,
+    device: opts.device ?? t.device,
+    dtype: opts.dtype ?? (t.dtype.isFloat ? t.dtype : dtypes.float32),
+  };
+}
 
 /**
  * Each element's rank among the keys along the last axis (int32): how many keys come before it in the
@@ -303,7 +317,7 @@ function multinomial(w: Tensor, numSamples: number, replacement: boolean): Tenso
 
 function glorotUniform(shape: readonly number[], opts: TensorOptions = {}): Tensor {
   const [fanIn, fanOut] = fans('Tensor.glorotUniform', shape);
-  const bound = Math.sqrt(6 / (fanIn + fanOut));
+  const bound = spread(6 / (fanIn + fanOut));
   return uniform(shape, -bound, bound, opts);
 }
 
@@ -332,8 +346,14 @@ const statics: Pick<
   kaimingUniform: marksResult(2, kaimingUniform),
   glorotUniform: marksResult(1, glorotUniform),
   kaimingNormal: marksResult(2, kaimingNormal),
-  randLike: marksResult(1, (t: Tensor, opts: TensorOptions = {}) => rand(t.shape, likeOptions(t, opts))),
-  randnLike: marksResult(1, (t: Tensor, opts: TensorOptions = {}) => randn(t.shape, likeOptions(t, opts))),
+  randLike: marksResult(1, (t: Tensor, opts: TensorOptions = {}) => {
+    const o = likeOptions('Tensor.randLike', t, opts);
+    return rand(t.shape, o);
+  }),
+  randnLike: marksResult(1, (t: Tensor, opts: TensorOptions = {}) => {
+    const o = likeOptions('Tensor.randnLike', t, opts);
+    return randn(t.shape, o);
+  }),
   randperm: marksResult(1, randperm),
   training: false,
 };

@@ -1,6 +1,7 @@
 // Reductions composed from the core sum/max: any/all, variance, arg-extremes and the stable softmax family.
 import { dtypes } from '../dtype.ts';
 import { Tensor } from './tensor.ts';
+import { checkAxes } from './validate.ts';
 
 /** One axis or several; negative axes count from the end. */
 export type Axes = number | readonly number[];
@@ -31,6 +32,7 @@ declare module './tensor.ts' {
 /** The axes a reduction over `axis` covers, as indices in [0, ndim). */
 export function reducedAxes(t: Tensor, axis: Axes | undefined): number[] {
   if (axis === undefined) return t.shape.map((_, i) => i);
+  checkAxes('the axis', axis);
   return (typeof axis === 'number' ? [axis] : axis).map((a) => t.axis(a));
 }
 

@@ -1,7 +1,7 @@
 // Scans along an axis beside cumsum: cumprod, cummax, cummin and logcumsumexp, built as cumsum is (windows, reduce).
 import { dtypes } from '../dtype.ts';
 import { Tensor } from './tensor.ts';
-import { dimOf } from './views.ts';
+import { dimOf } from './validate.ts';
 
 declare module './tensor.ts' {
   interface Tensor {

@@ -23,7 +23,19 @@ import { GroupOp, Ops, type ReduceOp } from '../uop/ops.ts';
 import { substitute } from '../uop/pattern.ts';
 import { UOp } from '../uop/uop.ts';
 import { noteAssigned, noteMade } from './frames.ts';
+import { gradMode } from './grad-mode.ts';
 import { noteRealized, originsOf } from './origins.ts';
+import {
+  checkAxes,
+  checkFinite,
+  checkOptions,
+  checkScalar,
+  checkShape,
+  deviceOf,
+  isAxes,
+  isSize,
+  shown,
+} from './validate.ts';
 import { isBufferBase, viewChain, writeThrough } from './write-through.ts';
 
 /** Nested arrays of numbers or booleans, as `tolist()` gives them back. */
@@ -39,13 +51,17 @@ type Sizes = [readonly number[]] | number[];
 function sizes(op: string, args: Sizes): readonly number[] {
   const list = args.length === 1 && Array.isArray(args[0]) ? (args[0] as readonly number[]) : args;
   if (!list.every((d) => typeof d === 'number'))
-    throw new Error(`${op}: give sizes as one array or as numbers, e.g. ${op}([2, 3]) or ${op}(2, 3)`);
+    throw new Error(
+      `${op}: give sizes as one array or as numbers, e.g. ${op}([2, 3]) or ${op}(2, 3), got ${shown(args)}`,
+    );
   return list as readonly number[];
 }
 
 /** @internal opts.dtype as a DType, undefined if not given; an unknown name throws, naming op. */
-export const dtypeOption = (op: string, opts: TensorOptions): DType | undefined =>
-  opts.dtype === undefined ? undefined : toDType(op, opts.dtype);
+export function dtypeOption(op: string, opts: TensorOptions): DType | undefined {
+  checkOptions(op, opts);
+  return opts.dtype === undefined ? undefined : toDType(op, opts.dtype);
+}
 
 export interface TensorOptions {
   /** A DType or its name: `dtypes.int64` or 'int64'. */
@@ -77,6 +93,10 @@ function flatten(
   if (depth === shape.length) {
     if (Array.isArray(data))
       throw new Error(`Tensor: ragged nested array; expected shape (${shape.join(', ')})`);
+    if (!SCALAR_TYPES.has(typeof data))
+      throw new Error(
+        `Tensor: element ${positionOf(out.length, shape)} is ${shown(data)}; elements must be numbers, booleans or bigints (in nested arrays, or a TypedArray)`,
+      );
     out.push(data as ConstValue);
     return out;
   }
@@ -84,6 +104,16 @@ function flatten(
     throw new Error(`Tensor: ragged nested array at depth ${depth}; expected shape (${shape.join(', ')})`);
   for (const x of data) flatten(x, shape, out, depth + 1);
   return out;
+}
+
+/** The flat index i in a shape, as the index list an error shows: [1, 0]. */
+function positionOf(i: number, shape: readonly number[]): string {
+  const at = shape.map(() => 0);
+  for (let d = shape.length - 1; d >= 0; d--) {
+    at[d] = i % shape[d]!;
+    i = Math.floor(i / shape[d]!);
+  }
+  return `[${at.join(', ')}]`;
 }
 
 const isTypedArray = (x: unknown): x is ArrayBufferView => ArrayBuffer.isView(x) && !(x instanceof DataView);
@@ -114,6 +144,18 @@ function outOfRange(dtype: DType, v: ConstValue): boolean {
   const [lo, hi] = intRange(dtype);
   const b = BigInt(v);
   return b < lo || b > hi;
+}
+
+/**
+ * Where a JS value lies against an integer dtype's range: -1 below, 1 above, 0 inside (or not an integer, or
+ * not an integer dtype). Numbers inside 2^53 compare as numbers, the rest exactly as bigints.
+ */
+function sideOfRange(dtype: DType, v: ConstValue): -1 | 0 | 1 {
+  if (dtype === dtypes.index) return 0;
+  if (typeof v === 'number' && Math.abs(v) <= Number.MAX_SAFE_INTEGER && dtype.itemsize < 8)
+    return v < dtype.min ? -1 : v > dtype.max ? 1 : 0;
+  if (!outOfRange(dtype, v)) return 0;
+  return BigInt(v) < 0n ? -1 : 1;
 }
 
 /** Throws, naming op, if a JS value does not fit the integer dtype it would be stored in: nothing wraps unasked. */
@@ -191,6 +233,41 @@ export function marksResult<A extends unknown[]>(
   };
 }
 
+/** A constant tensor of shape, for the public op `op` (full, zeros, ones). */
+function filled(
+  op: string,
+  shape: readonly number[],
+  value: ConstValue,
+  opts: TensorOptions,
+  dtype = dtypeOption(op, opts) ?? defaultDType([value]),
+): Tensor {
+  checkShape(op, shape);
+  checkScalar(op, 'the value', value);
+  checkFits(op, dtype, [value]);
+  const c = UOp.const(dtype, value);
+  return new Tensor(c.reshape(shape.map(() => 1)).expand(shape), opts);
+}
+
+/**
+ * Runs the schedule; memory the allocator cannot give (a RangeError from inside) becomes an error naming the
+ * tensors asked for, their shapes and sizes, so that the op that made them can be found.
+ */
+function realizeNamingShapes(tensors: readonly Tensor[]): ReturnType<typeof realize> {
+  try {
+    return realize(tensors);
+  } catch (e) {
+    if (!(e instanceof RangeError)) throw e;
+    const asked = tensors
+      .map(
+        (t) => `(${t.shape.join(', ')}) ${t.dtype.name} on ${t.device} (${t.numel * t.dtype.itemsize} bytes)`,
+      )
+      .join(', ');
+    throw new Error(
+      `out of memory computing ${asked} and the buffers it needs: ${e.message}; use smaller shapes, or realize parts in turn`,
+    );
+  }
+}
+
 /** How pad fills: a constant, the mirror image without the edge, the edge repeated, or the other end. */
 export type PadMode = 'constant' | 'reflect' | 'replicate' | 'circular';
 const PAD_MODES: readonly string[] = ['constant', 'reflect', 'replicate', 'circular'];
@@ -214,8 +291,15 @@ export class Tensor {
   private viewOf: Tensor | undefined;
 
   constructor(data: TensorData | UOp, opts: TensorOptions = {}) {
-    this.device = Device.canonicalize(opts.device ?? Device.default);
-    this.uop = data instanceof UOp ? data : bufferFrom(data, dtypeOption('Tensor', opts), this.device);
+    if (data instanceof UOp) {
+      // an op's result (wrap) or fromUOp: built by the library
+      this.device = Device.canonicalize(opts.device ?? Device.default);
+      this.uop = data;
+    } else {
+      checkOptions('Tensor', opts);
+      this.device = deviceOf('Tensor', opts.device ?? Device.default);
+      this.uop = bufferFrom(data, dtypeOption('Tensor', opts), this.device);
+    }
     this.requiresGrad = opts.requiresGrad ?? false;
     noteMade(this);
   }
@@ -273,6 +357,7 @@ export class Tensor {
     return this._requiresGrad;
   }
   set requiresGrad(on: boolean) {
+    if (typeof on !== 'boolean') throw new Error(`requiresGrad: must be true or false, got ${shown(on)}`);
     if (on && !this.dtype.isFloat)
       throw new Error(
         `requiresGrad: gradients need a float tensor, this one is ${this.dtype.name}; create it with { dtype: dtypes.float32 }`,
@@ -311,21 +396,29 @@ export class Tensor {
   // --- creation ---------------------------------------------------------------------------------------
 
   static full(shape: readonly number[], value: ConstValue, opts: TensorOptions = {}): Tensor {
-    const dtype = dtypeOption('Tensor.full', opts) ?? defaultDType([value]);
-    checkFits('Tensor.full', dtype, [value]);
-    const c = UOp.const(dtype, value);
-    return new Tensor(c.reshape(shape.map(() => 1)).expand(shape), opts);
+    return filled('Tensor.full', shape, value, opts);
   }
   static zeros(shape: readonly number[], opts: TensorOptions = {}): Tensor {
-    return Tensor.full(shape, 0, { ...opts, dtype: opts.dtype ?? dtypes.float32 });
+    return filled('Tensor.zeros', shape, 0, opts, dtypeOption('Tensor.zeros', opts) ?? dtypes.float32);
   }
   static ones(shape: readonly number[], opts: TensorOptions = {}): Tensor {
-    return Tensor.full(shape, 1, { ...opts, dtype: opts.dtype ?? dtypes.float32 });
+    return filled('Tensor.ones', shape, 1, opts, dtypeOption('Tensor.ones', opts) ?? dtypes.float32);
   }
   /** [start, stop) by step, built as the spec's prefix sum of ones. */
   static arange(start: number, stop?: number, step = 1, opts: TensorOptions = {}): Tensor {
     if (stop === undefined) [start, stop] = [0, start];
+    for (const [what, v] of [
+      ['start', start],
+      ['stop', stop],
+      ['step', step],
+    ] as const)
+      checkFinite('Tensor.arange', what, v);
+    if (step === 0) throw new Error(`Tensor.arange: step must not be 0 (from ${start} to ${stop})`);
     const n = Math.max(0, Math.ceil((stop - start) / step));
+    if (!isSize(n))
+      throw new Error(
+        `Tensor.arange: [${start}, ${stop}) by ${step} has ${n} elements; at most 2^53 - 1 fit a shape`,
+      );
     const dtype =
       dtypeOption('Tensor.arange', opts) ??
       ([start, stop, step].every(Number.isInteger) ? dtypes.int32 : dtypes.float32);
@@ -360,7 +453,7 @@ export class Tensor {
             tensors.map((t, i) => (t.requiresGrad ? undefined : graphs[i])),
             gradTargets(),
           );
-    const created = realize(tensors);
+    const created = realizeNamingShapes(tensors);
     noteRealized(
       graphs,
       tensors.map((t) => t.uop),
@@ -397,7 +490,9 @@ export class Tensor {
 
   /** @internal A tensor of this one's device over u (for op families in other files). */
   wrap(u: UOp): Tensor {
-    const t = new Tensor(u, { device: this.device });
+    // inside Tensor.noGrad a result builds no gradient graph; views stay views, so writes through them land
+    const detach = gradMode.offDepth > 0 && u.op !== Ops.DETACH && !GroupOp.Movement.has(u.op);
+    const t = new Tensor(detach ? UOp.make(Ops.DETACH, [u]) : u, { device: this.device });
     // a view (movement ops) of this lazy tensor remembers it: assign writes through (a view of a buffer finds it)
     // (wrap runs for every op: the cheap test first)
     if (
@@ -428,7 +523,15 @@ export class Tensor {
         throw new Error(
           `${op}: an operand must be a Tensor or a number, boolean or bigint, got ${Array.isArray(y) ? 'an array (make it a tensor: new Tensor([...]))' : typeof y}`,
         );
-      return this.wrap(UOp.const(this.scalarDType(y), y));
+      const dtype = this.scalarDType(y);
+      // numpy 2 and PyTorch refuse a Python int outside the tensor's dtype rather than wrap it
+      if (dtype.isInt && sideOfRange(dtype, y) !== 0) {
+        const [lo, hi] = intRange(dtype);
+        throw new Error(
+          `${op}: the number ${y} does not fit the tensor's dtype ${dtype.name} (${lo}..${hi}); cast the tensor to a wider dtype first (or the number, through a tensor, to wrap it)`,
+        );
+      }
+      return this.wrap(UOp.const(dtype, y));
     }
     if (y.device !== this.device)
       throw new Error(`${op}: operands are on ${this.device} and ${y.device}; move one with .to(device)`);
@@ -472,32 +575,54 @@ export class Tensor {
     return this.binary('minimum', y, (a, b) => a.minimum(b));
   }
   lt(y: Tensor | ConstValue): Tensor {
-    return this.binary('lt', y, (a, b) => a.lt(b));
+    return this.beyondRange(y, true, false) ?? this.binary('lt', y, (a, b) => a.lt(b));
   }
   gt(y: Tensor | ConstValue): Tensor {
-    return this.binary('gt', y, (a, b) => a.gt(b));
+    return this.beyondRange(y, false, true) ?? this.binary('gt', y, (a, b) => a.gt(b));
   }
   // the spec's NOT(b < a) is true for NaN; floats need (a < b) | (a == b) to make NaN compare false
   le(y: Tensor | ConstValue): Tensor {
-    return this.binary('le', y, (a, b) => (a.dtype.isFloat ? a.lt(b).or(a.eq(b)) : a.le(b)));
+    return (
+      this.beyondRange(y, true, false) ??
+      this.binary('le', y, (a, b) => (a.dtype.isFloat ? a.lt(b).or(a.eq(b)) : a.le(b)))
+    );
   }
   ge(y: Tensor | ConstValue): Tensor {
-    return this.binary('ge', y, (a, b) => (a.dtype.isFloat ? b.lt(a).or(a.eq(b)) : a.ge(b)));
+    return (
+      this.beyondRange(y, false, true) ??
+      this.binary('ge', y, (a, b) => (a.dtype.isFloat ? b.lt(a).or(a.eq(b)) : a.ge(b)))
+    );
   }
   eq(y: Tensor | ConstValue): Tensor {
-    return this.binary('eq', y, (a, b) => a.eq(b));
+    return this.beyondRange(y, false, false) ?? this.binary('eq', y, (a, b) => a.eq(b));
   }
   ne(y: Tensor | ConstValue): Tensor {
-    return this.binary('ne', y, (a, b) => a.ne(b));
+    return this.beyondRange(y, true, true) ?? this.binary('ne', y, (a, b) => a.ne(b));
+  }
+  /**
+   * A comparison of this integer tensor with a JS integer outside its dtype: every element gives the same
+   * answer (`above` when y is above the range, `below` under it), as numpy 2 compares. Else undefined.
+   */
+  private beyondRange(y: Tensor | ConstValue, above: boolean, below: boolean): Tensor | undefined {
+    if (y instanceof Tensor || !this.dtype.isInt || this.dtype === dtypes.bool) return undefined;
+    const side = sideOfRange(this.dtype, y);
+    if (side === 0) return undefined;
+    return this.wrap(
+      UOp.const(dtypes.bool, side > 0 ? above : below)
+        .reshape(this.shape.map(() => 1))
+        .expand(this.shape),
+    );
   }
   /** cond ? x : y, elementwise; `this` is the condition. */
   where(x: Tensor | ConstValue, y: Tensor | ConstValue): Tensor {
+    for (const v of [x, y]) if (!(v instanceof Tensor)) checkScalar('where', 'a value', v);
     const a =
       x instanceof Tensor
         ? x
         : y instanceof Tensor
           ? y.toTensor('where', x)
           : this.wrap(UOp.const(defaultDType([x, y]), x));
+    this.toTensor('where', a);
     const [xs, ys] = a.operands('where', y);
     const shape = broadcastShape('where', this.shape, xs.shape as number[]);
     const cond = this.cast(dtypes.bool).broadcastTo(shape);
@@ -591,6 +716,10 @@ export class Tensor {
   reshape(...args: Sizes): Tensor {
     const shape = sizes('reshape', args);
     const infer = shape.indexOf(-1);
+    if (!shape.every((d, i) => isSize(d) || i === infer))
+      throw new Error(
+        `reshape: shape (${shape.join(', ')}) needs non-negative integer sizes (below 2^53, so that offsets are exact) and at most one -1 (inferred), for (${this.shape.join(', ')})`,
+      );
     let s = [...shape];
     if (infer >= 0) {
       const known = prod(s.filter((_, i) => i !== infer));
@@ -613,14 +742,25 @@ export class Tensor {
   expand(...shape: number[]): Tensor;
   expand(...args: Sizes): Tensor {
     const shape = sizes('expand', args);
+    if (!shape.every((d) => isSize(d) || d === -1))
+      throw new Error(
+        `expand: shape (${shape.join(', ')}) needs non-negative integer sizes, or -1 to keep a size, for (${this.shape.join(', ')})`,
+      );
     return this.broadcastTo(
       shape.map((d, i) => (d === -1 ? this.shape[i - (shape.length - this.ndim)]! : d)),
     );
   }
   /** Reshapes to the broadcast rank (new axes in front) and expands. */
   broadcastTo(shape: readonly number[]): Tensor {
+    if (!Array.isArray(shape)) checkShape('broadcastTo', shape);
     if (shapesEqual(shape, this.shape)) return this;
-    const padded = [...new Array(shape.length - this.ndim).fill(1), ...this.shape];
+    checkShape('broadcastTo', shape);
+    const padded = [...new Array(Math.max(0, shape.length - this.ndim)).fill(1), ...this.shape];
+    // named here, with the shape asked for, rather than by the internal EXPAND
+    if (shape.length < this.ndim || padded.some((d, i) => d !== 1 && d !== shape[i]))
+      throw new Error(
+        `broadcastTo: cannot broadcast (${this.shape.join(', ')}) to (${shape.join(', ')}): only size-1 axes (and new leading ones) can grow`,
+      );
     const x = this.reshape(padded);
     return shapesEqual(shape, padded) ? x : x.wrap(x.uop.expand(shape));
   }
@@ -679,6 +819,8 @@ export class Tensor {
   /** pad's argument as one [before, after] pair per axis, or an error naming what would be valid. */
   private padPairs(padding: readonly number[] | readonly (readonly [number, number])[]): [number, number][] {
     const shown = `${JSON.stringify(padding)} for shape (${this.shape.join(', ')})`;
+    if (!Array.isArray(padding))
+      throw new Error(`pad: the padding must be an array of [before, after] pairs, got ${shown}`);
     const flat = padding.every((p) => typeof p === 'number');
     if (flat ? padding.length % 2 !== 0 || padding.length > 2 * this.ndim : padding.length !== this.ndim)
       throw new Error(
@@ -723,6 +865,14 @@ export class Tensor {
   }
   /** Keeps [start, end) of each axis. */
   shrink(ranges: readonly (readonly [number, number])[]): Tensor {
+    if (
+      !Array.isArray(ranges) ||
+      ranges.length !== this.ndim ||
+      !ranges.every((r) => Array.isArray(r) && isSize(r[0]) && isSize(r[1]) && r[0] <= r[1])
+    )
+      throw new Error(
+        `shrink: ${shown(ranges)} should be ${this.ndim} [start, end] pairs of integers with 0 <= start <= end, for shape (${this.shape.join(', ')})`,
+      );
     return this.wrap(
       this.uop.shrink(
         ranges.map((r) => r[0]),
@@ -731,6 +881,7 @@ export class Tensor {
     );
   }
   flip(axes: number | readonly number[]): Tensor {
+    checkAxes('flip', axes);
     const set = new Set((typeof axes === 'number' ? [axes] : axes).map((a) => this.axis(a)));
     return this.wrap(this.uop.flip(this.shape.map((_, i) => set.has(i))));
   }
@@ -766,6 +917,7 @@ export class Tensor {
    * gives that tensor the new graph (src/tensor/write-through.ts).
    */
   assign(value: Tensor | ConstValue): this {
+    if (!(value instanceof Tensor)) checkScalar('assign', 'the value', value);
     const v =
       value instanceof Tensor ? value : this.wrap(UOp.const(this.dtype, value)).broadcastTo(this.shape);
     if (v.device !== this.device || v.dtype !== this.dtype || !shapesEqual(v.shape, this.shape))
@@ -812,7 +964,7 @@ export class Tensor {
    * Tensor.fromFile) is copied lazily instead: its bytes are read when the copy is first used.
    */
   to(device: string): Tensor {
-    const target = Device.canonicalize(device);
+    const target = deviceOf('to', device);
     if (target === this.device) return this;
     Device.get(target); // an unknown device fails here, before anything runs
     if (Device.get(this.device).language() === undefined) return this.fromDisk(target);
@@ -826,6 +978,8 @@ export class Tensor {
 
   /** @internal */
   reduceOp(op: ReduceOp, axis?: number | readonly number[], keepdim = false): Tensor {
+    if (axis !== undefined && !isAxes(axis))
+      throw new Error(`axes must be a number or an array of numbers, got ${shown(axis)}`);
     const axes =
       axis === undefined
         ? this.shape.map((_, i) => i)
@@ -981,6 +1135,15 @@ function panelProduct(x: Tensor, y: Tensor): Tensor {
     .contiguous(); // (..., n/PANEL, k, PANEL)
   const out = x.unsqueeze(-2).unsqueeze(-1).mul(panels.unsqueeze(-4)).sum(-2); // (..., m, n/PANEL, PANEL)
   return out.reshape([...out.shape.slice(0, -2), n]);
+}
+
+/** @internal Throws unless x is a Tensor (on like's device, when given), naming op and the argument. */
+export function checkTensor(op: string, what: string, x: unknown, like?: Tensor): asserts x is Tensor {
+  if (!(x instanceof Tensor)) throw new Error(`${op}: ${what} must be a Tensor, got ${shown(x)}`);
+  if (like !== undefined && x.device !== like.device)
+    throw new Error(
+      `${op}: ${what} is on ${x.device}, the tensor on ${like.device}; move one with .to(device)`,
+    );
 }
 
 function shapesEqual(a: readonly number[], b: readonly number[]): boolean {

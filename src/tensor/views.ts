@@ -2,6 +2,7 @@
 // roll, unfold, unflatten, repeatInterleave, meshgrid, diag and diagonal.
 import { prod } from '../helpers.ts';
 import { Tensor } from './tensor.ts';
+import { checkAxes, checkOptions, dimOf, shown } from './validate.ts';
 
 export interface DiagonalOptions {
   /** Which diagonal: 0 the main one, positive above it, negative below. */
@@ -63,16 +64,6 @@ declare module './tensor.ts' {
 const fmt = (s: readonly number[]) => `(${s.join(', ')})`;
 const keepAll = (shape: readonly number[]) => shape.map((d) => [0, d] as [number, number]);
 
-/**
- * @internal A possibly negative axis of a tensor with ndim axes as an index in [0, ndim), or an error naming
- * the op and the valid range.
- */
-export function dimOf(op: string, shape: readonly number[], d: number, ndim = shape.length): number {
-  if (Number.isInteger(d) && d >= -ndim && d < ndim) return d < 0 ? d + ndim : d;
-  const valid = ndim ? `valid dims are ${-ndim}..${ndim - 1}` : 'it has no dims';
-  throw new Error(`${op}: dim ${d} is out of range for shape ${fmt(shape)}; ${valid}`);
-}
-
 /** An integer argument, or an error naming the op and what would be valid. */
 function integer(op: string, what: string, v: number, min = -Infinity): number {
   if (Number.isInteger(v) && v >= min) return v;
@@ -97,6 +88,8 @@ Tensor.prototype.roll = function (
   shifts: number | readonly number[],
   dims?: number | readonly number[],
 ): Tensor {
+  checkAxes('roll', shifts);
+  if (dims !== undefined) checkAxes('roll', dims);
   const shiftList = (typeof shifts === 'number' ? [shifts] : shifts).map((s) =>
     integer('roll', 'a shift', s),
   );
@@ -160,6 +153,7 @@ Tensor.prototype.unfold = function (this: Tensor, dim: number, size: number, ste
 
 Tensor.prototype.unflatten = function (this: Tensor, dim: number, sizes: readonly number[]): Tensor {
   const d = dimOf('unflatten', this.shape, dim);
+  if (!Array.isArray(sizes)) throw new Error(`unflatten: sizes must be an array, got ${shown(sizes)}`);
   const n = this.shape[d]!;
   const bad = () =>
     new Error(
@@ -243,6 +237,7 @@ Tensor.prototype.diagonal = function (this: Tensor, opts: number | DiagonalOptio
 
 function meshgrid(...args: (Tensor | MeshgridOptions)[]): Tensor[] {
   const last = args.at(-1);
+  if (last !== undefined && !(last instanceof Tensor)) checkOptions('meshgrid', last);
   const opts: MeshgridOptions = last === undefined || last instanceof Tensor ? {} : last;
   const tensors = (last === undefined || last instanceof Tensor ? args : args.slice(0, -1)) as Tensor[];
   const indexing = opts.indexing ?? 'ij';

@@ -203,7 +203,7 @@ describe('safeSave', () => {
     safeSave(path, { x: new Tensor([1, 2]) });
     const before = readFileSync(path);
     expect(() => safeSave(path, { x: new Tensor([1, 2]), y: Tensor.ones([2], { device: 'NULL' }) })).toThrow(
-      `safeSave: ${path}: tensor 'y': NULL: cannot read`,
+      `safeSave: ${path}: tensor 'y': dataSync: NULL: cannot read`,
     );
     expect(readFileSync(path)).toEqual(before);
     safeSave(path, { x: new Tensor([7, 8, 9]) });

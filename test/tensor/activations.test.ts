@@ -345,8 +345,9 @@ describe('errors name the op and what is valid', () => {
     expect(() => t([2]).isclose(t([2]), { rtol: -1 })).toThrow(
       /^isclose: rtol and atol must be non-negative numbers, got rtol=-1, atol=1e-8$/,
     );
+    // allclose is built on isclose: the error names the op called first
     expect(() => t([2]).allclose(t([2]), { atol: NaN })).toThrow(
-      /^isclose: rtol and atol must be non-negative/,
+      /^allclose: isclose: rtol and atol must be non-negative/,
     );
     expect(() => t([2, 3]).softmin(2)).toThrow(/axis 2 is out of range for shape \(2, 3\)/);
   });

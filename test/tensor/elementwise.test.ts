@@ -480,7 +480,9 @@ for (const device of DEVICES)
           bin('rshift', a2.rshift(c), shr, cAt),
           bin('pow', a2.pow(F(pows, dtype)), powInt, powAt),
           s('mod scalar', a.mod(7), (v) => mod(v, 7)),
-          s('div floor scalar', a.div(-3, { roundingMode: 'floor' }), (v) => floorDiv(v, wrap(-3))),
+          s('div floor scalar', a.div(dtype.isUnsigned ? 3 : -3, { roundingMode: 'floor' }), (v) =>
+            floorDiv(v, dtype.isUnsigned ? 3 : -3),
+          ),
           s('and scalar', a.bitwiseAnd(6), (v) => wrap(BigInt(v) & 6n)),
           s('lshift scalar', a.lshift(3), (v) => shl(v, 3)),
           s('rshift scalar', a.rshift(2), (v) => shr(v, 2)),

@@ -369,7 +369,7 @@ describe('tinygrad and PyTorch spellings', () => {
     ]);
     expect(x.reshape(1, 6).expand(2, -1).shape).toEqual([2, 6]);
     expect(() => x.reshape(2, [3] as unknown as number)).toThrow(
-      /^reshape: give sizes as one array or as numbers, e\.g\. reshape\(\[2, 3\]\) or reshape\(2, 3\)$/,
+      /^reshape: give sizes as one array or as numbers, e\.g\. reshape\(\[2, 3\]\) or reshape\(2, 3\), got /,
     );
     expect(() => x.reshape(2, 3).permute(0)).toThrow(/^permute: needs an order of all 2 axes, got \(0\)$/);
   });
