@@ -14,6 +14,7 @@ import {
 } from '../../src/nn/index.ts';
 import { Tensor } from '../../src/tensor/index.ts';
 import { useDefaultDevice } from '../default-device.ts';
+import { DEVICES } from '../devices.ts';
 import { close, data, numel, ravel, unravel, values } from '../tensor/reference.ts';
 
 /** A seeded float32 input of a shape, as a tensor and as plain numbers. */
@@ -165,7 +166,7 @@ function gradCheck(shape: number[], f: (x: Tensor) => Tensor): void {
 }
 
 // CPU kernels compile with gcc on first use; the cache makes later runs fast
-describe.each(['JS', 'CPU'])('on %s', (device) => {
+describe.each(DEVICES)('on %s', (device) => {
   useDefaultDevice(device);
 
   describe('convolutions with a kernel of any rank', () => {

@@ -4,6 +4,7 @@ import { dtypes } from '../../src/dtype.ts';
 import { LARS, Muon, newtonSchulz, type Optimizer } from '../../src/nn/index.ts';
 import { Tensor } from '../../src/tensor/index.ts';
 import { useDefaultDevice } from '../default-device.ts';
+import { DEVICES } from '../devices.ts';
 import { close, data, numel, values } from '../tensor/reference.ts';
 
 // a wide and a tall matrix, a vector (Muon sees a column) and a 3-D weight (Muon sees (2, 4))
@@ -129,7 +130,7 @@ const check = (got: number[][], want: number[][], tol: number) => {
   });
 };
 
-describe.each(['JS', 'CPU'])('on %s', (device) => {
+describe.each(DEVICES)('on %s', (device) => {
   useDefaultDevice(device);
 
   it.each([

@@ -11,6 +11,7 @@ import {
 } from '../../src/nn/index.ts';
 import { Tensor } from '../../src/tensor/index.ts';
 import { useDefaultDevice } from '../default-device.ts';
+import { DEVICES } from '../devices.ts';
 import { close, data } from '../tensor/reference.ts';
 
 function sgd(lr: number): SGD {
@@ -33,7 +34,7 @@ function rates(s: LRScheduler, n: number): number[] {
 
 const cos = (x: number) => Math.cos(Math.PI * x);
 
-describe.each(['JS', 'CPU'])('on %s', (device) => {
+describe.each(DEVICES)('on %s', (device) => {
   useDefaultDevice(device);
 
   it('StepLR multiplies by gamma every stepSize steps', () => {

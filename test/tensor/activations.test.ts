@@ -2,10 +2,10 @@
 import { describe, expect, it } from 'vitest';
 import { dtypes } from '../../src/dtype.ts';
 import { Tensor } from '../../src/tensor/index.ts';
+import { DEVICES } from '../devices.ts';
 import { gradCheckAll } from './gradcheck.ts';
 import { close, data, mapRef, numel, values } from './reference.ts';
 
-const DEVICES = ['JS', 'CPU'];
 const f32 = Math.fround;
 const SELU_ALPHA = 1.6732632423543772;
 const SELU_SCALE = 1.0507009873554805;

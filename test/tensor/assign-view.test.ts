@@ -4,8 +4,9 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { jit } from '../../src/engine/jit.ts';
 import { Tensor } from '../../src/tensor/index.ts';
+import { DEVICES } from '../devices.ts';
 
-for (const device of ['JS', 'CPU'])
+for (const device of DEVICES)
   describe(`assign into views on ${device}`, () => {
     const base = (n = 6) => Tensor.arange(n, undefined, 1, { device }).contiguous().realize();
     const T = (data: number[] | number[][]) => new Tensor(data, { device });
@@ -85,7 +86,7 @@ for (const device of ['JS', 'CPU'])
     });
   });
 
-for (const device of ['JS', 'CPU'])
+for (const device of DEVICES)
   describe(`assign into views of lazy tensors on ${device}`, () => {
     it('gives the lazy tensor the new graph, and the view shows the write', () => {
       const t = Tensor.arange(6, undefined, 1, { device }).reshape([2, 3]);

@@ -3,8 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { dtypes } from '../../src/dtype.ts';
 import { scheduleOf } from '../../src/engine/realize.ts';
 import { Tensor } from '../../src/tensor/index.ts';
-
-const DEVICES = ['JS', 'CPU'];
+import { DEVICES } from '../devices.ts';
 
 const data = (t: Tensor) => Array.from(t.dataSync(), Number);
 

@@ -7,6 +7,7 @@ import { type DType, type DTypeLike, dtypes } from '../../src/dtype.ts';
 import { Device } from '../../src/runtime/device.ts';
 import type { DiskBackend } from '../../src/runtime/disk.ts';
 import { Tensor } from '../../src/tensor/index.ts';
+import { DEVICES } from '../devices.ts';
 import { unravel } from './reference.ts';
 
 const dir = mkdtempSync(join(tmpdir(), 'tsgrad-disk-tensor-'));
@@ -27,7 +28,7 @@ const read = <T>(at: number, n: number, size: number, get: (o: number) => T): T[
   Array.from({ length: n }, (_, i) => get(at + i * size));
 const openFds = () => readdirSync('/proc/self/fd').length;
 
-describe.each(['JS', 'CPU'])('Tensor.fromFile onto %s', (device) => {
+describe.each(DEVICES)('Tensor.fromFile onto %s', (device) => {
   it('is the file as uint8 on DISK; a slice moved with to() holds those bytes', () => {
     const t = Tensor.fromFile(file());
     expect([t.shape, t.dtype, t.device]).toEqual([[64], dtypes.uint8, 'DISK']);
@@ -253,7 +254,7 @@ describe.skipIf(!existsSync('/proc/self/fd'))('Tensor.fromFile and dispose', () 
 
 describe('new Tensor(typedArray)', () => {
   it('takes an array of the dtype storage as it is, copied: a later change of the array does not show', () => {
-    for (const device of ['JS', 'CPU']) {
+    for (const device of DEVICES) {
       const src = Float32Array.of(1.5, -2, 3);
       const t = new Tensor(src, { device });
       src[0] = 9;

@@ -3,8 +3,8 @@ import { describe, expect, it } from 'vitest';
 import { type DType, dtypes } from '../../src/dtype.ts';
 import { scheduleOf } from '../../src/engine/realize.ts';
 import { Tensor } from '../../src/tensor/index.ts';
+import { DEVICES } from '../devices.ts';
 
-const DEVICES = ['JS', 'CPU'];
 const VALUE_DTYPES: DType[] = Object.values(dtypes).filter((d) => d !== dtypes.void && d !== dtypes.index);
 
 /** int16 wrap-around of an integer, by arithmetic: the reference for short() of ints. */

@@ -17,8 +17,8 @@ import { scheduleOf } from '../../src/engine/realize.ts';
 import { renderC } from '../../src/renderer/c.ts';
 import { compileC, findCompiler } from '../../src/runtime/cc.ts';
 import { Tensor } from '../../src/tensor/index.ts';
+import { DEVICES } from '../devices.ts';
 
-const DEVICES = ['JS', 'CPU'] as const;
 const f32 = Math.fround;
 
 /** Deterministic pseudo-random float32 values in [lo, hi). */

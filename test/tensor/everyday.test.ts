@@ -1,8 +1,9 @@
 // Small defects found by trying programs as a new user would (issue #11): each fixed, each tested.
 import { describe, expect, it } from 'vitest';
 import { fn, Tensor } from '../../src/tensor/index.ts';
+import { DEVICES } from '../devices.ts';
 
-for (const device of ['JS', 'CPU']) {
+for (const device of DEVICES) {
   describe(`everyday programs on ${device}`, () => {
     it('a dot or matmul of two vectors is a scalar, as numpy, PyTorch and tinygrad give', () => {
       const a = new Tensor([1, 2, 3], { device });
@@ -62,7 +63,7 @@ const SLOPES: Record<string, [number, number]> = {
   hardswish: [0, 1],
 };
 
-for (const device of ['JS', 'CPU'])
+for (const device of DEVICES)
   describe(`gradients at saturated inputs on ${device}`, () => {
     it('are the finite limits, not NaN', () => {
       for (const [op, [low, high]] of Object.entries(SLOPES)) {

@@ -5,6 +5,7 @@ import { Device } from '../../src/runtime/device.ts';
 import { fn, fnMethod, Tensor } from '../../src/tensor/index.ts';
 import { type ArgOf, Ops } from '../../src/uop/ops.ts';
 import type { UOp } from '../../src/uop/uop.ts';
+import { DEVICES } from '../devices.ts';
 import { close, data, values } from './reference.ts';
 
 const T = (shape: number[], seed: number, device = 'JS') =>
@@ -20,7 +21,7 @@ const T = (shape: number[], seed: number, device = 'JS') =>
 
 const affine = (x: Tensor, w: Tensor, b: Tensor) => x.matmul(w).add(b).relu();
 
-for (const device of ['JS', 'CPU'])
+for (const device of DEVICES)
   describe(`fn on ${device}`, () => {
     it('gives the unwrapped function’s results', () => {
       const [x, w, b] = [T([3, 4], 1, device), T([4, 5], 2, device), T([5], 3, device)];
@@ -163,7 +164,7 @@ describe('fn captured tensors', () => {
 /** How many kernels realizing these tensors launches. */
 const launches = (...ts: Tensor[]): number => recordLaunches(() => realize(ts)).launches.length;
 
-for (const device of ['JS', 'CPU'])
+for (const device of DEVICES)
   describe(`fn with compiled: true on ${device}`, () => {
     it('gives the FUNCTION’s results, for one result and for several', () => {
       const [x, w, b] = [T([3, 4], 24, device), T([4, 5], 25, device), T([5], 26, device)];

@@ -8,9 +8,9 @@ import { Embedding } from '../../src/nn/index.ts';
 import { Tensor } from '../../src/tensor/index.ts';
 import { Ops } from '../../src/uop/ops.ts';
 import { useDefaultDevice } from '../default-device.ts';
+import { DEVICES } from '../devices.ts';
 import { close, data, ravel, unravel } from './reference.ts';
 
-const DEVICES = ['JS', 'CPU'];
 const checked = <R>(f: () => R): R => Context.with({ CHECK_INDEX: 1 }, f);
 
 for (const device of DEVICES)

@@ -2,8 +2,9 @@
 // wraps unless the user casts.
 import { describe, expect, it } from 'vitest';
 import { Tensor } from '../../src/tensor/index.ts';
+import { DEVICES } from '../devices.ts';
 
-for (const device of ['JS', 'CPU'])
+for (const device of DEVICES)
   describe(`integers past int32 on ${device}`, () => {
     it('infer int64 from a number outside int32 or from a bigint', () => {
       const big = new Tensor([1, 3e9], { device });

@@ -2,10 +2,9 @@
 import { describe, expect, it } from 'vitest';
 import { dtypes } from '../../src/dtype.ts';
 import { Tensor } from '../../src/tensor/index.ts';
+import { DEVICES } from '../devices.ts';
 import { gradCheckAll } from './gradcheck.ts';
 import { close, data, numel, ravel, reduceRef, unravel, values } from './reference.ts';
-
-const DEVICES = ['JS', 'CPU'];
 
 const f32 = (xs: number[], device: string, shape = [xs.length]) =>
   new Tensor(new Float32Array(xs), { device }).reshape(shape);

@@ -3,10 +3,9 @@
 import { describe, expect, it } from 'vitest';
 import { dtypes } from '../../src/dtype.ts';
 import { Tensor } from '../../src/tensor/index.ts';
+import { DEVICES } from '../devices.ts';
 import { checkGradient } from './gradcheck.ts';
 import { data, numel, ravel, unravel } from './reference.ts';
-
-const DEVICES = ['JS', 'CPU'];
 
 /** An n-d array in plain JS: a shape and its row-major data. */
 interface Nd {

@@ -3,8 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { dtypes } from '../../src/dtype.ts';
 import { scheduleOf } from '../../src/engine/realize.ts';
 import { type Index, Tensor } from '../../src/tensor/index.ts';
-
-const DEVICES = ['JS', 'CPU'];
+import { DEVICES } from '../devices.ts';
 
 /** An n-d array in plain JS: a shape and its row-major data. */
 interface Nd {

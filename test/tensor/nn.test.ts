@@ -3,9 +3,8 @@ import { describe, expect, it } from 'vitest';
 import { dtypes } from '../../src/dtype.ts';
 import { scheduleOf } from '../../src/engine/realize.ts';
 import { Tensor } from '../../src/tensor/index.ts';
+import { DEVICES } from '../devices.ts';
 import { close, data, mapRef, numel, ravel, unravel, values } from './reference.ts';
-
-const DEVICES = ['JS', 'CPU'];
 
 /** An n-d array in plain JS. */
 interface Nd {

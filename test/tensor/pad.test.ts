@@ -2,10 +2,9 @@
 import { describe, expect, it } from 'vitest';
 import { dtypes } from '../../src/dtype.ts';
 import { type PadMode, Tensor } from '../../src/tensor/index.ts';
+import { DEVICES } from '../devices.ts';
 import { checkGradient } from './gradcheck.ts';
 import { close, data, numel, ravel, unravel, values } from './reference.ts';
-
-const DEVICES = ['JS', 'CPU'];
 
 /** Where output position o of an axis of size n padded by [b, a] reads from, or -1 for the fill value. */
 function source(o: number, n: number, [b, a]: [number, number], mode: PadMode): number {

@@ -8,10 +8,9 @@ import {
   type PoolOptions,
   Tensor,
 } from '../../src/tensor/index.ts';
+import { DEVICES } from '../devices.ts';
 import { checkGradient } from './gradcheck.ts';
 import { close, data, numel, ravel, unravel, values } from './reference.ts';
-
-const DEVICES = ['JS', 'CPU'];
 
 interface Nd {
   shape: number[];

@@ -2,6 +2,7 @@
 import { describe, expect, it } from 'vitest';
 import { dtypes } from '../../src/dtype.ts';
 import { Tensor } from '../../src/tensor/index.ts';
+import { DEVICES } from '../devices.ts';
 import { data } from './reference.ts';
 
 const mean = (v: number[]) => v.reduce((a, b) => a + b, 0) / v.length;
@@ -16,7 +17,7 @@ function expectNear(got: number[], want: number[], tol: number): void {
   });
 }
 
-describe.each(['JS', 'CPU'])('on %s', (device) => {
+describe.each(DEVICES)('on %s', (device) => {
   it('randLike and randnLike take the shape, device and float dtype of t (float32 for an int t)', () => {
     Tensor.manualSeed(1);
     const t = Tensor.zeros([40, 15], { device, dtype: dtypes.float64 }).permute([1, 0]);

@@ -6,8 +6,7 @@ import { scheduleOf } from '../../src/engine/realize.ts';
 import { Tensor } from '../../src/tensor/index.ts';
 import { threefry2x32 } from '../../src/tensor/random.ts';
 import { UOp } from '../../src/uop/uop.ts';
-
-const DEVICES = ['JS', 'CPU'];
+import { DEVICES } from '../devices.ts';
 
 /** Threefry-2x32, 20 rounds, as Random123 specifies it, on JS numbers. */
 function threefryRef(k0: number, k1: number, c0: number, c1: number): [number, number] {

@@ -4,10 +4,11 @@ import { jit } from '../../src/engine/jit.ts';
 import { SGD } from '../../src/nn/index.ts';
 import { memoryStats } from '../../src/runtime/device.ts';
 import { Tensor } from '../../src/tensor/index.ts';
+import { DEVICES } from '../devices.ts';
 import { settle } from '../settle.ts';
 import { close, data, values } from './reference.ts';
 
-for (const device of ['JS', 'CPU']) {
+for (const device of DEVICES) {
   describe(`gradients after realize on ${device}`, () => {
     const param = (shape: number[], seed: number) => {
       const t = new Tensor(values(shape[0]! * shape[1]!, seed), { device }).reshape(shape).realize();

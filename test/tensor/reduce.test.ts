@@ -3,9 +3,8 @@ import { describe, expect, it } from 'vitest';
 import { dtypes } from '../../src/dtype.ts';
 import { scheduleOf } from '../../src/engine/realize.ts';
 import { Tensor } from '../../src/tensor/index.ts';
+import { DEVICES } from '../devices.ts';
 import { close, data, mapRef, ravel, reduceRef, unravel, values } from './reference.ts';
-
-const DEVICES = ['JS', 'CPU'];
 
 const sum = (v: number[]) => v.reduce((p, q) => p + q, 0);
 const mean = (v: number[]) => sum(v) / v.length;

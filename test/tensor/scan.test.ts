@@ -3,10 +3,9 @@ import { describe, expect, it } from 'vitest';
 import { type DType, dtypes } from '../../src/dtype.ts';
 import { Tensor } from '../../src/tensor/index.ts';
 import { blockedScan, SCANS } from '../../src/tensor/scan.ts';
+import { DEVICES } from '../devices.ts';
 import { checkGradient } from './gradcheck.ts';
 import { close, data, mapRef, values } from './reference.ts';
-
-const DEVICES = ['JS', 'CPU'];
 
 // --- plain-JS references: one slice along the axis in, the scanned slice out ---------------------------
 

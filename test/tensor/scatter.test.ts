@@ -2,10 +2,9 @@
 import { describe, expect, it } from 'vitest';
 import { dtypes } from '../../src/dtype.ts';
 import { Tensor } from '../../src/tensor/index.ts';
+import { DEVICES } from '../devices.ts';
 import { checkGradient } from './gradcheck.ts';
 import { close, data, numel, ravel, unravel, values } from './reference.ts';
-
-const DEVICES = ['JS', 'CPU'];
 
 /** A tensor's shape and row-major values: the reference's view of it. */
 interface Nd {

@@ -3,11 +3,12 @@ import { describe, expect, it } from 'vitest';
 import { SGD } from '../../src/nn/index.ts';
 import { memoryStats } from '../../src/runtime/device.ts';
 import { Tensor } from '../../src/tensor/index.ts';
+import { DEVICES } from '../devices.ts';
 import { data } from './reference.ts';
 
 const N = 1 << 16;
 
-for (const device of ['JS', 'CPU']) {
+for (const device of DEVICES) {
   describe(`synchronous loops on ${device}`, () => {
     const x = new Tensor(new Float32Array(N).fill(2), { device });
     const y = new Tensor(new Float32Array(N).fill(3), { device });

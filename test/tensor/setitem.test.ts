@@ -3,10 +3,9 @@ import { describe, expect, it } from 'vitest';
 import { dtypes } from '../../src/dtype.ts';
 import { type Index, Tensor } from '../../src/tensor/index.ts';
 import { Ops } from '../../src/uop/ops.ts';
+import { DEVICES } from '../devices.ts';
 import { checkGradient } from './gradcheck.ts';
 import { close, data, numel, ravel, unravel, values } from './reference.ts';
-
-const DEVICES = ['JS', 'CPU'];
 
 /** A basic index as the reference reads it. */
 type Ix = number | (number | null)[] | null | '...';

@@ -2,10 +2,9 @@
 import { describe, expect, it } from 'vitest';
 import { dtypes } from '../../src/dtype.ts';
 import { Tensor } from '../../src/tensor/index.ts';
+import { DEVICES } from '../devices.ts';
 import { checkGradient } from './gradcheck.ts';
 import { data, mapRef, numel, values } from './reference.ts';
-
-const DEVICES = ['JS', 'CPU'];
 
 /** a before b ascending (NaN the largest); ties are left to the stable sort. */
 function compare(a: number, b: number, descending: boolean): number {

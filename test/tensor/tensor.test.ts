@@ -7,8 +7,7 @@ import { Tensor } from '../../src/tensor/index.ts';
 import { blockedCumsum } from '../../src/tensor/tensor.ts';
 import { type ArgOf, AxisType, Ops } from '../../src/uop/ops.ts';
 import type { UOp } from '../../src/uop/uop.ts';
-
-const DEVICES = ['JS', 'CPU'];
+import { DEVICES } from '../devices.ts';
 
 /** A deterministic pseudo-random array of n floats in [-2, 2), or ints in [-5, 5]. */
 function values(n: number, seed: number, ints = false): number[] {

@@ -3,9 +3,10 @@
 import { describe, expect, it } from 'vitest';
 import { dtypes } from '../../src/dtype.ts';
 import { Tensor } from '../../src/tensor/index.ts';
+import { DEVICES } from '../devices.ts';
 import { checkGradient } from './gradcheck.ts';
 
-for (const device of ['JS', 'CPU'])
+for (const device of DEVICES)
   describe(`PyTorch's names on ${device}`, () => {
     const m = () =>
       new Tensor(
