@@ -90,8 +90,33 @@ export function gridIndices(ast: UOp): UOp {
     to,
   );
   if (to.size === 0) return ast;
-  return graphRewrite(substitute(ast, to), dropIndices, { name: 'grid indices' });
+  const indexed = graphRewrite(substitute(ast, to), dropIndices, { name: 'grid indices' });
+  const threads = indexed
+    .toposort()
+    .filter((u) => u.op === Ops.SPECIAL && u.argOf(Ops.SPECIAL).startsWith('l'));
+  return threads.length
+    ? graphRewrite(indexed, oneWriter, { ctx: threads, name: 'one writer per element' })
+    : indexed;
 }
+
+/**
+ * A store to memory whose address does not depend on some thread index is made by every thread along it, with
+ * the same value (a GROUP_REDUCE's result): only thread 0 along those indices stores.
+ */
+function gateStore(store: UOp, threads: readonly UOp[]): UOp | undefined {
+  const [at, value, gate] = store.src as [UOp, UOp, UOp | undefined];
+  const param = at.src[0]!.op === Ops.AFTER ? at.src[0]!.src[0]! : at.src[0]!;
+  if (param.op !== Ops.PARAM || param.argOf(Ops.PARAM).addrspace !== AddrSpace.GLOBAL) return undefined;
+  const uses = new Set(at.src[1]!.toposort());
+  const idle = threads.filter((t) => !uses.has(t) && (gate === undefined || !gate.toposort().includes(t)));
+  if (idle.length === 0) return undefined;
+  const first = idle.map((t) => t.eq(UOp.index(0))).reduce((a, b) => a.and(b));
+  return UOp.make(Ops.STORE, [at, value, gate === undefined ? first : gate.and(first)]);
+}
+
+const oneWriter = new PatternMatcher<readonly UOp[]>([
+  [new UPat({ op: Ops.STORE, name: 's' }), ({ s }, threads) => gateStore(s!, threads)],
+]);
 
 /** Thread axes a partial result is kept apart by in LOCAL memory: every thread and UPCAST copy has its slot. */
 const SLOT_AXES: ReadonlySet<AxisType> = new Set([AxisType.LOCAL, AxisType.UPCAST, AxisType.GROUP_REDUCE]);

@@ -124,6 +124,21 @@ describe('GROUP_REDUCE on SIMT', () => {
     expect(ops).toContain('BARRIER');
     expect(ops.filter((o) => o === 'SPECIAL')).toHaveLength(2);
   });
+  it('lets one thread of the group store the shared result', () => {
+    const { kernels } = scheduleOf([ramp([3, 64], 'SIMT').sum(1)]);
+    const opts: Opt[] = [{ op: 'SPLIT', axis: 1, factor: 16, target: AxisType.GROUP_REDUCE }];
+    const { linear } = lowerKernel(kernels[0]!.ast, { target: gpu, opts });
+    const global = linear.src.filter(
+      (u) =>
+        u.op === Ops.STORE &&
+        u.src[0]!.src[0]!.op === Ops.PARAM &&
+        u.src[0]!.src[0]!.argOf(Ops.PARAM).addrspace === 'GLOBAL',
+    );
+    expect(global).toHaveLength(1);
+    // gated on the group's thread index being 0
+    expect(global[0]!.src).toHaveLength(3);
+    expect(global[0]!.src[2]!.toposort().some((u) => u.op === Ops.SPECIAL && u.arg === 'lidx0')).toBe(true);
+  });
 });
 
 describe('GROUP_REDUCE kernels on SIMT', () => {
