@@ -65,9 +65,12 @@ export function compileKernel(ast: UOp, device: string): Compiled {
       );
     const render = RENDERERS[language];
     const target = targetOf(backend);
+    const lacks = backend.lacks();
     const searched =
-      BEAM.value > 0 && !NOOPT.value ? beamSearch(ast, backend, render, BEAM.value, { target }) : undefined;
-    const { name, linear, display, flops, opts } = lowerKernel(ast, { target, opts: searched });
+      BEAM.value > 0 && !NOOPT.value
+        ? beamSearch(ast, backend, render, BEAM.value, { target, lacks })
+        : undefined;
+    const { name, linear, display, flops, opts } = lowerKernel(ast, { target, lacks, opts: searched });
     const source = render(name, linear);
     if (DEBUG.value >= 5) console.log(toCode(ast));
     if (DEBUG.value >= 6) console.log(printLinear(linear));

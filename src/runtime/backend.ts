@@ -1,4 +1,6 @@
 // What every device provides: an allocator, a compiler from kernel source to Program, and Programs that run.
+
+import type { Ops } from '../uop/ops.ts';
 import type { Allocator } from './allocator.ts';
 import type { DeviceBuffer } from './buffer.ts';
 
@@ -7,6 +9,8 @@ export type DeviceKind = 'CPU' | 'DISK' | 'JS' | 'NULL' | 'SIMT';
 
 /** The source languages kernels are rendered in (a renderer each, chosen in engine/compile.ts). */
 export type KernelLanguage = 'C' | 'JS' | 'SIMT';
+
+const NONE: ReadonlySet<Ops> = new Set();
 
 /** A compiled kernel. */
 export interface Program {
@@ -54,6 +58,11 @@ export abstract class Backend {
    */
   workgroups(): { maxThreads: number; localBytes: number } | undefined {
     return undefined;
+  }
+
+  /** Elementwise ops its kernels cannot compute: codegen rebuilds them from primitives (src/codegen/decompose.ts). */
+  lacks(): ReadonlySet<Ops> {
+    return NONE;
   }
 
   /** Whether its kernels have vector types, so the optimizer may give them lanes. */

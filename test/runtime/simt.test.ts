@@ -1,11 +1,12 @@
 // The SIMT emulator on hand-written programs: workgroups, SPECIAL indices, LOCAL memory with BARRIER,
 // IF/ENDIF masks, and the errors it reports where a GPU would do something undefined.
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { AddrSpace, dtypes } from '../../src/dtype.ts';
 import { bufferData, deviceBuffer } from '../../src/engine/buffers.ts';
 import { Device } from '../../src/runtime/device.ts';
 import type { SimtInstruction } from '../../src/runtime/simt.ts';
 import { Tensor } from '../../src/tensor/index.ts';
+import { Ops } from '../../src/uop/ops.ts';
 
 const f32 = (slot: number, size: number, addrspace = AddrSpace.GLOBAL) =>
   ({ slot, dtype: 'float32', addrspace, size }) as const;
@@ -154,5 +155,29 @@ describe('SIMT device', () => {
     expect(simt).toEqual(f('JS'));
     expect(Object.is((simt[0] as number[])[1], 0)).toBe(true);
     expect(simt[2]).toEqual([true, false, true, false, true]);
+  });
+
+  it('decomposes the ops a device says it lacks', () => {
+    const simt = Device.get('SIMT');
+    const sources: string[] = [];
+    const compile = simt.compile.bind(simt);
+    const lacks = vi.spyOn(simt, 'lacks').mockReturnValue(new Set([Ops.EXP2, Ops.SIN]));
+    const spy = vi.spyOn(simt, 'compile').mockImplementation((name, source) => {
+      sources.push(source);
+      return compile(name, source);
+    });
+    try {
+      // a shape no other test compiles, so the program is built here
+      const x = (d: string) => new Tensor([0.5, -1.25, 3, 0, 2.5, -4, 1, 7, -0.5, 6, 9], { device: d });
+      const got = x('SIMT').exp2().add(x('SIMT').sin()).tolist() as number[];
+      const want = x('JS').exp2().add(x('JS').sin()).tolist() as number[];
+      for (const [i, v] of got.entries())
+        expect(Math.abs(v - want[i]!)).toBeLessThanOrEqual(1e-5 * Math.max(1, Math.abs(want[i]!)));
+      expect(sources.length).toBeGreaterThan(0);
+      for (const source of sources) expect(source).not.toMatch(/"(EXP2|SIN)"/);
+    } finally {
+      spy.mockRestore();
+      lacks.mockRestore();
+    }
   });
 });
