@@ -24,7 +24,7 @@ import { substitute } from '../uop/pattern.ts';
 import { UOp } from '../uop/uop.ts';
 import { noteAssigned, noteMade } from './frames.ts';
 import { noteRealized, originsOf } from './origins.ts';
-import { isBufferBase, viewChain, writeThrough } from './write-through.ts';
+import { isBufferBase, viewChain, viewsBuffer, writeThrough } from './write-through.ts';
 
 /** Nested arrays of numbers or booleans, as `tolist()` gives them back. */
 export type NestedArray = ConstValue | readonly NestedArray[];
@@ -404,7 +404,7 @@ export class Tensor {
       GroupOp.Movement.has(u.op) &&
       viewChain(u, (x) => x === this.uop) !== undefined &&
       !isBufferBase(this.uop) &&
-      viewChain(this.uop, isBufferBase) === undefined
+      !viewsBuffer(this.uop)
     )
       t.viewOf = this;
     return t;
