@@ -81,7 +81,13 @@ function gradient(device: string, n: number): Record<string, number | string> {
   const [, backward] = time(() => loss.backward());
   const [g, realize] = time(() => w.grad!.tolist() as number[]);
   if (g[0] !== 1) throw new Error(`gradient through ${n} multiplies by 1 gave ${g[0]}`);
-  return { device, N: n, build: build.toFixed(0), backward: backward.toFixed(0), realize: realize.toFixed(0) };
+  return {
+    device,
+    N: n,
+    build: build.toFixed(0),
+    backward: backward.toFixed(0),
+    realize: realize.toFixed(0),
+  };
 }
 
 const devices = ['JS', 'CPU'].filter((d) => d !== 'CPU' || Device.get(d).language() === 'C');
