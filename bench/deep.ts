@@ -1,6 +1,7 @@
 // Long lazy chains: time per stage of realizing N chained adds (x = x.add(1), N times) on JS and CPU, and of a
 // gradient through N chained multiplies. `npx tsx bench/deep.ts [N ...]`; kernels compile with the disk
-// cache off, so every run pays the compiler.
+// cache off, so every run pays the compiler; a chain of x.add(1) is cut (src/schedule/bound.ts) into one
+// 2000-add kernel repeated, which compiles once per process (so only the first CPU row shows gcc's time).
 import { lowerKernel } from '../src/codegen/index.ts';
 import { Context } from '../src/helpers.ts';
 import { Tensor } from '../src/index.ts';
