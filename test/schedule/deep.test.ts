@@ -139,15 +139,20 @@ describe('JS: wide and mixed deep graphs', () => {
   );
 });
 
-describe('printers take a graph of 100,000 nodes', () => {
+describe('printers take graphs of 100,000 nodes and more', () => {
   it(
-    'printGraph lists it; toCode and fromCode rebuild it',
+    'printGraph lists a chain of 100,000 adds; toCode and fromCode rebuild one of 160,000 nodes',
     () => {
       const x = chain(N);
       const listing = printGraph(x.uop).split('\n');
       expect(listing.length).toBeGreaterThan(N);
       expect(listing.at(-1)).toMatch(/ADD/);
-      expect(fromCode(toCode(x.uop))).toBe(x.uop);
+      // distinct constants: each add brings a CONST, a RESHAPE and an EXPAND (one stack frame would overflow)
+      let y = Tensor.zeros([4]).contiguous().realize();
+      for (let i = 0; i < 40_000; i++) y = y.add(i);
+      const code = toCode(y.uop);
+      expect(code.split('\n').length).toBeGreaterThan(160_000);
+      expect(fromCode(code)).toBe(y.uop);
     },
     TIMEOUT,
   );
