@@ -1,10 +1,11 @@
 // The schedule as named stages. A tensor graph becomes one function over its input buffers (resolve
 // functions, callify), whose content key caches everything after; the function becomes kernels (split
-// reduces, rangeify) over a table of buffers (the buffer table, the memory plan).
+// reduces, bound kernels, rangeify) over a table of buffers (the buffer table, the memory plan).
 import type { DType } from '../dtype.ts';
 import { prod } from '../helpers.ts';
 import { Ops } from '../uop/ops.ts';
 import type { UOp } from '../uop/uop.ts';
+import { boundKernels } from './bound.ts';
 import { type Callified, callify } from './callify.ts';
 import { planMemory } from './memory.ts';
 import { rangeify, type Schedule } from './rangeify.ts';
@@ -31,9 +32,12 @@ export interface Plan {
   slots: number;
 }
 
-/** Split reduces, then rangeify: the kernels of a function's body, and the buffer holding each root. */
+/**
+ * Split reduces, bound kernels (realize intermediates of expressions too long to compile), then rangeify: the
+ * kernels of a function's body, and the buffer holding each root.
+ */
 export function kernelsOf(body: UOp, device: string): Schedule {
-  const split = splitReduces(body);
+  const split = boundKernels(splitReduces(body));
   const schedule = rangeify(split.src, () => device);
   // the roots as the caller knows them
   const outputs = new Map(body.src.map((r, i) => [r, schedule.outputs.get(split.src[i]!)!]));

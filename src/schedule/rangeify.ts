@@ -228,15 +228,19 @@ class KernelBuilder {
 
   /** One step of lowering AT(u, idx, valid). */
   step(x: UOp): UOp {
-    const [u, ...rest] = x.src as [UOp, ...UOp[]];
-    const valid = rest.pop()!;
-    const idx = rest;
-    const buf = this.realizedBuf(u);
-    if (buf !== undefined || u.op === Ops.BUFFER || u.op === Ops.PARAM)
-      return this.load(buf ?? u, idx, valid);
+    let [u, ...idx] = x.src as [UOp, ...UOp[]];
+    const valid = idx.pop()!;
+    // a run of index maps and markers is one step: a chain of 100,000 views is not 100,000 rewrites of one node
+    for (;;) {
+      const buf = this.realizedBuf(u);
+      if (buf !== undefined || u.op === Ops.BUFFER || u.op === Ops.PARAM)
+        return this.load(buf ?? u, idx, valid);
+      const map = INDEX_MAPS[u.op];
+      if (map !== undefined) idx = map(u, idx);
+      else if (!GroupOp.Marker.has(u.op)) break;
+      u = u.src[0]!;
+    }
     if (u.op === Ops.CONST) return u;
-    const map = INDEX_MAPS[u.op];
-    if (map !== undefined) return at(u.src[0]!, map(u, idx), valid);
     if (u.op === Ops.PAD) {
       const offset = u.src[1]!.sizes;
       const inner = u.src[0]!.shape!;
@@ -268,7 +272,6 @@ class KernelBuilder {
       u.op === Ops.BITCAST
     )
       return u.withSrc(u.src.map((s) => at(s, idx, valid)));
-    if (GroupOp.Marker.has(u.op)) return at(u.src[0]!, idx, valid);
     throw new Error(`rangeify: cannot put ${opName(u.op)} in a kernel yet`);
   }
 

@@ -36,7 +36,7 @@ import {
   isSize,
   shown,
 } from './validate.ts';
-import { isBufferBase, viewChain, writeThrough } from './write-through.ts';
+import { isBufferBase, viewChain, viewsBuffer, writeThrough } from './write-through.ts';
 
 /** Nested arrays of numbers or booleans, as `tolist()` gives them back. */
 export type NestedArray = ConstValue | readonly NestedArray[];
@@ -499,7 +499,7 @@ export class Tensor {
       GroupOp.Movement.has(u.op) &&
       viewChain(u, (x) => x === this.uop) !== undefined &&
       !isBufferBase(this.uop) &&
-      viewChain(this.uop, isBufferBase) === undefined
+      !viewsBuffer(this.uop)
     )
       t.viewOf = this;
     return t;

@@ -22,6 +22,34 @@ export interface ViewWrite {
 export const isBufferBase = (u: UOp) =>
   u.op === Ops.BUFFER || (u.op === Ops.AFTER && u.src[0]!.op === Ops.BUFFER);
 
+const viewsBufferMemo = new WeakMap<UOp, boolean>();
+
+/**
+ * Whether u is movement ops over a buffer base (viewChain(u, isBufferBase) finds one), remembered per node: a
+ * chain of views asks this once per view, and walking the whole chain each time would be quadratic.
+ */
+export function viewsBuffer(u: UOp): boolean {
+  const walked: UOp[] = [];
+  let x = u;
+  let found: boolean | undefined;
+  for (;;) {
+    found = viewsBufferMemo.get(x);
+    if (found !== undefined) break;
+    if (!GroupOp.Movement.has(x.op) || x.op === Ops.BITCAST) {
+      found = false;
+      break;
+    }
+    walked.push(x);
+    x = x.src[0]!;
+    if (isBufferBase(x)) {
+      found = true;
+      break;
+    }
+  }
+  for (const w of walked) viewsBufferMemo.set(w, found);
+  return found;
+}
+
 /** The movement ops from `view` down to `base` (the view's own first), or undefined if they do not lead there. */
 export function viewChain(view: UOp, base: (u: UOp) => boolean): UOp[] | undefined {
   const chain: UOp[] = [];

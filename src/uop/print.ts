@@ -268,16 +268,37 @@ export function toCode(root: UOp): string {
 
 const codeBindings = { UOp, Ops, dtypes, AddrSpace, AxisType };
 
+/** Statements one function runs in fromCode: V8 gives every `const` of a function a slot of its stack frame. */
+const STATEMENTS_PER_CALL = 10_000;
+
 /**
  * Runs code in the form toCode writes (statements, then the result on the last line) and returns the node.
- * V8 gives each `const` a stack slot, so code for much more than 100,000 nodes overflows the stack.
+ * Long code runs in pieces of STATEMENTS_PER_CALL lines (one statement a line, as toCode writes), whose names
+ * reach later pieces through one table, so a graph of any size fits the stack.
  */
 export function fromCode(code: string): UOp {
   const lines = code.trimEnd().split('\n');
   const result = lines.pop()!;
-  const body = `${lines.join('\n')}\nreturn ${result}`;
-  const run = new Function(...Object.keys(codeBindings), body) as (...bindings: unknown[]) => unknown;
-  const out = run(...Object.values(codeBindings));
+  const table: Record<string, unknown> = {};
+  const run = (body: string, returned: string): unknown => {
+    const used = [...new Set(`${body}\n${returned}`.match(/[A-Za-z_$][\w$]*/g))].filter((n) =>
+      Object.hasOwn(table, n),
+    );
+    const fn = new Function(
+      '$earlier',
+      ...Object.keys(codeBindings),
+      `const { ${used.join(', ')} } = $earlier;\n${body}\nreturn ${returned}`,
+    ) as (...bindings: unknown[]) => unknown;
+    return fn(table, ...Object.values(codeBindings));
+  };
+  // every piece but the last runs for the names it declares; the last gives the result
+  let start = 0;
+  for (; lines.length - start > STATEMENTS_PER_CALL; start += STATEMENTS_PER_CALL) {
+    const piece = lines.slice(start, start + STATEMENTS_PER_CALL);
+    const declared = piece.flatMap((l) => /^const ([A-Za-z_$][\w$]*) =/.exec(l)?.[1] ?? []);
+    Object.assign(table, run(piece.join('\n'), `{ ${declared.join(', ')} };`));
+  }
+  const out = run(lines.slice(start).join('\n'), result);
   if (!(out instanceof UOp)) throw new Error(`fromCode: the code's last line gave ${String(out)}, not a UOp`);
   return out;
 }
