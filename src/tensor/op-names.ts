@@ -4,7 +4,7 @@ import { Tensor } from './tensor.ts';
 import { shown } from './validate.ts';
 
 /** Methods that only ops call (each takes the op's name where it can fail), and getters' helpers. */
-const INTERNAL: ReadonlySet<string> = new Set([
+export const INTERNAL_METHODS: ReadonlySet<string> = new Set([
   'constructor',
   'wrap',
   'scalarDType',
@@ -94,7 +94,7 @@ function named<F extends (...args: never[]) => unknown>(name: string, f: F): F {
 export function nameErrors(): void {
   for (const key of Object.getOwnPropertyNames(Tensor.prototype)) {
     const d = Object.getOwnPropertyDescriptor(Tensor.prototype, key)!;
-    if (typeof d.value === 'function' && !INTERNAL.has(key))
+    if (typeof d.value === 'function' && !INTERNAL_METHODS.has(key))
       Object.defineProperty(Tensor.prototype, key, { ...d, value: named(key, d.value) });
   }
   const statics = Tensor as unknown as Record<string, unknown>;
