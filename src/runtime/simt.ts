@@ -169,17 +169,19 @@ function decode(name: string, [op, dtype, src, arg]: SimtInstruction, steps: rea
   if (arg !== undefined && 'value' in arg)
     step.value =
       typeof arg.value !== 'string' ? arg.value : d.isFloat ? Number(arg.value) : BigInt(arg.value);
-  if (arg !== undefined && 'slot' in arg)
+  if (arg !== undefined && 'slot' in arg) {
+    const stored = dtypeByName(arg.dtype);
     step.memory = {
       slot: arg.slot,
-      dtype: dtypeByName(arg.dtype),
+      dtype: stored,
       space: arg.addrspace as 'GLOBAL' | 'LOCAL' | 'REG',
       size: arg.size,
       // elements a typed array holds as the values themselves (not float16 bits, bools as bytes, bigints)
       plain:
-        ![dtypes.float16, dtypes.bfloat16, dtypes.bool].includes(dtypeByName(arg.dtype)) &&
-        dtypeByName(arg.dtype).itemsize < 8,
+        ![dtypes.float16, dtypes.bfloat16, dtypes.bool].includes(stored) &&
+        !(stored.isInt && stored.itemsize === 8),
     };
+  }
   if (arg !== undefined && 'name' in arg) {
     const m = /^(gidx|lidx)(\d)$/.exec(arg.name);
     if (m === null) throw new Error(`SIMT: kernel ${name}: a SPECIAL is gidxN or lidxN, got ${arg.name}`);
