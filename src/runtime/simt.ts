@@ -2,7 +2,9 @@
 // indices, LOCAL memory, BARRIER, IF/ENDIF) run and are checked in CI without a GPU. The threads of a workgroup
 // step through the LINEAR program together, one instruction at a time for all of them, as a GPU's do; an IF
 // masks the threads whose gate is false. It checks what a GPU leaves undefined: loads and stores outside a
-// buffer, a BARRIER that not every thread of the group reaches, loop bounds that differ between threads.
+// buffer, a BARRIER that not every thread of the group reaches, loop bounds that differ between threads, and
+// races on LOCAL memory: a thread reading or writing an element another thread wrote or read since the last
+// BARRIER (threads of a real GPU run in any order between barriers).
 import {
   type AddrSpace,
   type ConstValue,
@@ -203,6 +205,22 @@ function gridOf(steps: readonly Step[]): { groups: number[]; threads: number[] }
   return { groups, threads };
 }
 
+/** For each element of a LOCAL buffer: the thread that last wrote and read it, and in which interval. */
+interface Hazards {
+  writer: Int32Array;
+  writeEpoch: Int32Array;
+  reader: Int32Array;
+  readEpoch: Int32Array;
+}
+/** Several threads read the element. */
+const MANY = -2;
+const newHazards = (n: number): Hazards => ({
+  writer: new Int32Array(n),
+  writeEpoch: new Int32Array(n).fill(-1),
+  reader: new Int32Array(n),
+  readEpoch: new Int32Array(n).fill(-1),
+});
+
 const safeIndices = (lanes: Lanes) =>
   lanes.every((v) => typeof v !== 'bigint' && Math.abs(v as number) < SAFE_INDEX);
 
@@ -255,6 +273,9 @@ class SIMTProgram implements Program {
     const values: (Lanes | undefined)[] = new Array(steps.length);
     // LOCAL memory is the group's; REG memory (accumulators) is each thread's
     const memory = new Map<number, StorageArray | V[]>();
+    // who last wrote and read each LOCAL element, and in which interval between BARRIERs (a race otherwise)
+    const hazards = new Map<number, Hazards>();
+    let epoch = 0;
     const uniform = (v: V): Lanes => new Array<V>(count).fill(v);
     let mask: boolean[] = new Array<boolean>(count).fill(true);
     const masks: boolean[][] = [];
@@ -281,8 +302,9 @@ class SIMTProgram implements Program {
               ? toStorage(mem.dtype, new Array(mem.size).fill(0))
               : new Array<V>(mem.size * count);
         memory.set(bufPc, data);
+        if (mem.space === 'LOCAL') hazards.set(bufPc, newHazards(mem.size));
       }
-      return { mem, data, idx: values[ix.src[1]!]! };
+      return { mem, data, idx: values[ix.src[1]!]!, hazard: hazards.get(bufPc) };
     };
     /** Element i of a buffer for thread t; accumulators live per thread. */
     const address = (mem: NonNullable<Step['memory']>, i: V, t: number, pc: number): number => {
@@ -315,7 +337,7 @@ class SIMTProgram implements Program {
           continue;
         }
         case Ops.LOAD: {
-          const { mem, data, idx } = place(s.src[0]!);
+          const { mem, data, idx, hazard } = place(s.src[0]!);
           const alt = s.src.length === 3 ? arg(1) : undefined;
           const gate = s.src.length === 3 ? arg(2) : undefined;
           const out = new Array<V>(count);
@@ -324,6 +346,7 @@ class SIMTProgram implements Program {
             else if (mem.space === 'REG') out[t] = (data as V[])[address(mem, idx[t]!, t, pc)]!;
             else {
               const at = address(mem, idx[t]!, t, pc);
+              if (hazard !== undefined) this.noteRead(hazard, at, t, epoch, pc);
               out[t] = mem.plain
                 ? (data as StorageArray)[at]!
                 : readElement(mem.dtype, data as StorageArray, at);
@@ -333,12 +356,13 @@ class SIMTProgram implements Program {
           continue;
         }
         case Ops.STORE: {
-          const { mem, data, idx } = place(s.src[0]!);
+          const { mem, data, idx, hazard } = place(s.src[0]!);
           const value = arg(1);
           const gate = s.src.length === 3 ? arg(2) : undefined;
           for (let t = 0; t < count; t++) {
             if (!mask[t] || (gate !== undefined && !gate[t])) continue;
             const at = address(mem, idx[t]!, t, pc);
+            if (hazard !== undefined) this.noteWrite(hazard, at, t, epoch, pc);
             if (mem.space === 'REG') (data as V[])[at] = value[t]!;
             else if (mem.plain) (data as StorageArray)[at] = value[t] as number;
             else writeElement(mem.dtype, data as StorageArray, at, value[t]!);
@@ -383,6 +407,7 @@ class SIMTProgram implements Program {
           mask = masks.pop()!;
           continue;
         case Ops.BARRIER:
+          epoch++;
           if (mask.includes(false))
             this.fail(pc, 'a BARRIER inside a branch that not every thread of the group takes');
           continue;
@@ -395,6 +420,33 @@ class SIMTProgram implements Program {
         mask,
       );
     }
+  }
+
+  /** A read of LOCAL element `at` by thread t: another thread's write since the last BARRIER is a race. */
+  private noteRead(h: Hazards, at: number, t: number, epoch: number, pc: number): void {
+    if (h.writeEpoch[at] === epoch && h.writer[at] !== t)
+      this.fail(
+        pc,
+        `thread ${t} reads LOCAL element ${at}, which thread ${h.writer[at]} wrote with no BARRIER between (a race)`,
+      );
+    h.reader[at] = h.readEpoch[at] === epoch && h.reader[at] !== t ? MANY : t;
+    h.readEpoch[at] = epoch;
+  }
+
+  /** A write of LOCAL element `at` by thread t: another thread's read or write since the last BARRIER is a race. */
+  private noteWrite(h: Hazards, at: number, t: number, epoch: number, pc: number): void {
+    if (h.writeEpoch[at] === epoch && h.writer[at] !== t)
+      this.fail(
+        pc,
+        `threads ${h.writer[at]} and ${t} write LOCAL element ${at} with no BARRIER between (a race)`,
+      );
+    if (h.readEpoch[at] === epoch && h.reader[at] !== t)
+      this.fail(
+        pc,
+        `thread ${t} writes LOCAL element ${at}, which ${h.reader[at] === MANY ? 'other threads' : `thread ${h.reader[at]}`} read with no BARRIER between (a race)`,
+      );
+    h.writer[at] = t;
+    h.writeEpoch[at] = epoch;
   }
 
   /** An elementwise op for every thread; an op with no value on a thread that runs it is an error. */
