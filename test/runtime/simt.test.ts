@@ -82,9 +82,15 @@ describe('SIMT emulator', () => {
 
   it('reports a race: a thread reading LOCAL memory another thread wrote with no BARRIER between', () => {
     const head = groupSum(false);
-    expect(() => run([...head, ...sumTail(head.length)], [[0, 0], [1, 2, 3, 4, 10, 20, 30, 40]])).toThrow(
-      'thread 0 reads LOCAL element 1, which thread 1 wrote with no BARRIER between (a race)',
-    );
+    expect(() =>
+      run(
+        [...head, ...sumTail(head.length)],
+        [
+          [0, 0],
+          [1, 2, 3, 4, 10, 20, 30, 40],
+        ],
+      ),
+    ).toThrow('thread 0 reads LOCAL element 1, which thread 1 wrote with no BARRIER between (a race)');
   });
 
   it('refuses a BARRIER that only some threads of a group reach', () => {
