@@ -155,3 +155,30 @@ describe('GROUP_REDUCE kernels on SIMT', () => {
       expect(f('SIMT').tolist()).toEqual(f('JS').tolist());
     });
 });
+
+describe('heuristics for the SIMT target', () => {
+  const optsOf = (t: Tensor) => scheduleOf([t]).kernels.map((k) => lowerKernel(k.ast, { target: gpu }));
+  const targets = (k: ReturnType<typeof optsOf>[number]) =>
+    k.opts.flatMap((o) => (o.op === 'SPLIT' ? [o.target] : []));
+
+  it('give a matmul and a conv workgroups (GLOBAL and LOCAL axes), coloured by type at DEBUG=2', () => {
+    for (const t of [
+      ramp([64, 32], 'SIMT').matmul(ramp([32, 48], 'SIMT')),
+      ramp([2, 4, 16, 16], 'SIMT').conv2d(ramp([8, 4, 3, 3], 'SIMT'), undefined, { padding: 1 }),
+    ]) {
+      const [k] = optsOf(t);
+      expect(targets(k!)).toContain(AxisType.LOCAL);
+      // GLOBAL blue (34), LOCAL cyan (36)
+      expect(k!.display).toContain('\x1b[34m');
+      expect(k!.display).toContain('\x1b[36m');
+    }
+  });
+
+  it('share a big sum and a softmax row among the threads of a group (GROUP_REDUCE)', () => {
+    // the schedule splits a big sum of memory in two kernels; the one into a single result is a group's
+    const sum = optsOf(ramp([65536], 'SIMT').realize().sum());
+    expect(targets(sum.at(-1)!)).toContain(AxisType.GROUP_REDUCE);
+    const softmax = optsOf(ramp([16, 1024], 'SIMT').realize().softmax(1));
+    expect(softmax.some((k) => targets(k).includes(AxisType.GROUP_REDUCE))).toBe(true);
+  });
+});

@@ -274,7 +274,7 @@ const GROUP_FACTORS = [64, 32, 16, 8];
 
 /**
  * GPU workgroups. Few outputs over a long reduction: the threads of a group share the reduction (GROUP_REDUCE
- * of the last reduce axis). Then LOCAL splits of up to three output axes, innermost first (neighbouring threads
+ * of the innermost reduce axis long enough). Then LOCAL splits of up to three output axes, innermost first (neighbouring threads
  * access neighbouring memory), within the threads left.
  */
 function workgroups(ast: UOp, target: Target): Opt[] {
@@ -286,12 +286,17 @@ function workgroups(ast: UOp, target: Target): Opt[] {
     (n, r) => (rangeArg(r).type === AxisType.GLOBAL ? n * (constSize(r) ?? GROUP_OUTPUTS) : n),
     1,
   );
-  const reduce = ranges.map((r) => rangeArg(r).type).lastIndexOf(AxisType.REDUCE);
-  const length = reduce < 0 ? 0 : (constSize(ranges[reduce]!) ?? 0);
-  const group = dividing(
-    length,
-    GROUP_FACTORS.filter((f) => f <= budget() && f * 4 <= length),
-  );
+  // the innermost reduce axis long enough to share (each thread keeps at least 4 of its values)
+  const groupOf = (r: UOp) => {
+    const n = rangeArg(r).type === AxisType.REDUCE ? (constSize(r) ?? 0) : 0;
+    return dividing(
+      n,
+      GROUP_FACTORS.filter((f) => f <= budget() && f * 4 <= n),
+    );
+  };
+  let reduce = ranges.length - 1;
+  while (reduce >= 0 && groupOf(ranges[reduce]!) === undefined) reduce--;
+  const group = reduce < 0 ? undefined : groupOf(ranges[reduce]!);
   if (outputs <= GROUP_OUTPUTS && group !== undefined) {
     opts.push({ op: 'SPLIT', axis: reduce, factor: group, target: AxisType.GROUP_REDUCE });
     threads *= group;
