@@ -16,7 +16,7 @@ import {
   toStorage,
   writeElement,
 } from '../dtype.ts';
-import { execAlu } from '../uop/alu.ts';
+import { execAlu, floorDiv, floorMod } from '../uop/alu.ts';
 import { Ops } from '../uop/ops.ts';
 import { HostAllocator } from './allocator.ts';
 import { Backend, checkBuffers, type KernelLanguage, type Program, secondsSince } from './backend.ts';
@@ -81,10 +81,6 @@ interface Step {
 // Fast forms of the commonest ops, computing exactly what execAlu does (src/uop/alu.ts) without its generality:
 // the emulator runs the Tensor suite, and most of its time is index arithmetic and float math.
 type Fast = (a: number, b: number, c: number) => V;
-const floorMod = (a: number, b: number) => {
-  const r = a % b;
-  return r !== 0 && r < 0 !== b < 0 ? r + b : r;
-};
 const COMPARE: Partial<Record<Ops, Fast>> = {
   [Ops.CMPLT]: (a, b) => a < b,
   [Ops.CMPNE]: (a, b) => a !== b,
@@ -129,7 +125,7 @@ const FAST = new Map<DType, Partial<Record<Ops, Fast>>>([
       [Ops.ADD]: (a, b) => (a + b) | 0,
       [Ops.MUL]: Math.imul,
       // an integer division by 0 is 0, as the renderers define it
-      [Ops.IDIV]: (a, b) => (b === 0 ? 0 : Math.floor(a / b) | 0),
+      [Ops.IDIV]: (a, b) => (b === 0 ? 0 : floorDiv(a, b) | 0),
       [Ops.MOD]: (a, b) => (b === 0 ? 0 : floorMod(a, b) | 0),
       [Ops.AND]: (a, b) => a & b,
       [Ops.OR]: (a, b) => a | b,
@@ -142,7 +138,7 @@ const FAST = new Map<DType, Partial<Record<Ops, Fast>>>([
       ...COMPARE,
       [Ops.ADD]: (a, b) => a + b,
       [Ops.MUL]: (a, b) => a * b,
-      [Ops.IDIV]: (a, b) => (b === 0 ? 0 : Math.floor(a / b)),
+      [Ops.IDIV]: (a, b) => (b === 0 ? 0 : floorDiv(a, b)),
       [Ops.MOD]: (a, b) => (b === 0 ? 0 : floorMod(a, b)),
     },
   ],

@@ -3,7 +3,7 @@ import { type ConstValue, type DType, type DTypeLike, dtypes, toDType } from '..
 import { Device } from '../runtime/device.ts';
 import type { UOp } from '../uop/uop.ts';
 import { checkTensor, Tensor } from './tensor.ts';
-import { checkFinite, checkOptions, checkScalar } from './validate.ts';
+import { checkFinite, checkFinites, checkOptions, checkScalar } from './validate.ts';
 
 export interface NanToNumOptions {
   /** What NaN becomes (default 0). */
@@ -527,12 +527,7 @@ Tensor.prototype.nanToNum = function (this: Tensor, opts: NanToNumOptions = {}):
   checkOptions('nanToNum', opts);
   const largest = LARGEST_FINITE[this.dtype.name] ?? 0;
   const { nan = 0, posinf = largest, neginf = -largest } = opts;
-  for (const [what, v] of [
-    ['nan', nan],
-    ['posinf', posinf],
-    ['neginf', neginf],
-  ] as const)
-    checkFinite('nanToNum', what, v);
+  checkFinites('nanToNum', { nan, posinf, neginf });
   if (!this.dtype.isFloat) return this;
   return this.isnan().where(nan, this.eq(Infinity).where(posinf, this.eq(-Infinity).where(neginf, this)));
 };

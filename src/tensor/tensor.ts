@@ -27,7 +27,7 @@ import { gradMode } from './grad-mode.ts';
 import { noteRealized, originsOf } from './origins.ts';
 import {
   checkAxes,
-  checkFinite,
+  checkFinites,
   checkOptions,
   checkScalar,
   checkShape,
@@ -407,12 +407,7 @@ export class Tensor {
   /** [start, stop) by step, built as the spec's prefix sum of ones. */
   static arange(start: number, stop?: number, step = 1, opts: TensorOptions = {}): Tensor {
     if (stop === undefined) [start, stop] = [0, start];
-    for (const [what, v] of [
-      ['start', start],
-      ['stop', stop],
-      ['step', step],
-    ] as const)
-      checkFinite('Tensor.arange', what, v);
+    checkFinites('Tensor.arange', { start, stop, step });
     if (step === 0) throw new Error(`Tensor.arange: step must not be 0 (from ${start} to ${stop})`);
     const n = Math.max(0, Math.ceil((stop - start) / step));
     if (!isSize(n))

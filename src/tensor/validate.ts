@@ -60,6 +60,11 @@ export function checkFinite(op: string, what: string, v: unknown): asserts v is 
     throw new Error(`${op}: ${what} must be a finite number, got ${shown(v)}`);
 }
 
+/** checkFinite for each named value. */
+export function checkFinites(op: string, values: Readonly<Record<string, unknown>>): void {
+  for (const [what, v] of Object.entries(values)) checkFinite(op, what, v);
+}
+
 /** Throws unless v is a value a tensor element can hold: a number, a boolean or a bigint. */
 export function checkScalar(op: string, what: string, v: unknown): asserts v is ConstValue {
   if (typeof v !== 'number' && typeof v !== 'boolean' && typeof v !== 'bigint')
