@@ -57,7 +57,7 @@ for (const [program, f] of Object.entries(PROGRAMS)) {
   const { body, inputs, values } = toFunction([t.uop], () => {
     throw new Error('no function calls here');
   });
-  const plan = planOf(body, inputs.length, 'SIMT');
+  const plan = planOf(body, inputs.length, 'SIMT', true);
   const buffers = [
     ...inputs.map((b) => ({
       dtype: b.dtype.name,

@@ -94,15 +94,21 @@ export function setBufferData(buf: UOp, values: StorageArray): void {
 }
 
 /**
- * A view of a BUFFER's data when the host can read it as it is: its memory exists (the node holds data) on a
- * device whose memory the host addresses (CPU, JS). Undefined otherwise; nothing is allocated, copied or run.
+ * A BUFFER's data when the host has it: a view of its memory on a device whose memory the host addresses (CPU,
+ * JS), else what the host uploaded to it while no kernel has run on it since (a GPU's). Undefined otherwise;
+ * nothing is allocated, copied or run.
  */
 export function hostData(buf: UOp): StorageArray | undefined {
   const b = memory.get(buf);
-  return b?.allocated && b.backend.allocator instanceof HostAllocator ? b.view() : undefined;
+  if (!b?.allocated) return undefined;
+  return b.backend.allocator instanceof HostAllocator ? b.view() : b.hostCopy;
 }
 
-/** A view of a realized BUFFER's data (valid until the buffer is written again, freed or dropped). */
+/**
+ * A realized BUFFER's data: a view where the host addresses the device's memory (valid until the buffer is
+ * written again, freed or dropped), else a copy (a GPU's).
+ */
 export function bufferData(buf: UOp): StorageArray {
-  return deviceBuffer(buf).view();
+  const b = deviceBuffer(buf);
+  return b.backend.allocator instanceof HostAllocator ? b.view() : b.copyout();
 }

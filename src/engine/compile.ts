@@ -18,6 +18,7 @@ import { LIFT } from './lift.ts';
 /** Source renderers by the language a device compiles. */
 const RENDERERS: Record<KernelLanguage, (name: string, linear: UOp) => string> = {
   C: renderC,
+  CUDA: renderCUDA,
   JS: renderJS,
   SIMT: renderSIMT,
 };

@@ -154,7 +154,8 @@ export function realize(tensors: readonly Realizable[]): ReadonlySet<UOp> {
   const key = `${device}|${optsKey(Device.get(device))}|${body.key}`;
   let plan = plans.get(key);
   const cached = plan !== undefined;
-  if (plan === undefined) plans.set(key, (plan = runnable(planOf(body, inputs.length, device), device)));
+  if (plan === undefined)
+    plans.set(key, (plan = runnable(planOf(body, inputs.length, device, isGpu(device)), device)));
   const outputs = runPlan(plan, inputs, values, device);
   if (DEBUG.value >= 1)
     console.log(
@@ -178,9 +179,12 @@ export function scheduleOf(tensors: readonly Realizable[]): Schedule {
     pending.map((t) => t.uop),
     (call) => realizeCall(call, device),
   );
-  const { kernels, outputs } = kernelsOf(body, device);
+  const { kernels, outputs } = kernelsOf(body, device, isGpu(device));
   return { kernels: kernels.map((k) => ({ ...k, ast: bake(k.ast, values) })), outputs };
 }
+
+/** Whether a device runs kernels on workgroups (a GPU), which the schedule splits big sums for. */
+const isGpu = (device: string) => Device.get(device).workgroups() !== undefined;
 
 /** How many schedules are cached (for tests). */
 export const cachedPlans = (): number => plans.size;

@@ -81,6 +81,8 @@ interface Dialect {
   bool: string;
   /** A float16 constant: C's float literal converts where used; CUDA's half has no mixed arithmetic. */
   half(literal: string): string;
+  /** The bits of `x`, a `from`, as a `to` (C: a statement expression; NVRTC has none in device code). */
+  bitcast(x: string, from: string, to: string): string;
   prelude: string;
   /** Workgroups; LOCAL buffers are declared as the dialect's shared arrays of the C element type. */
   gpu?: Omit<GpuLanguage, 'local'>;
@@ -137,7 +139,7 @@ function cLanguage(indexType: string, dialect: Dialect = C_DIALECT): Language {
     const src = from === dtypes.bfloat16 ? `tg_float_to_bf16(${x})` : x;
     const fromType = from === dtypes.bfloat16 ? 'unsigned short' : type(from);
     const toType = to === dtypes.bfloat16 ? 'unsigned short' : type(to);
-    const bits = `__extension__({ ${fromType} s_ = ${src}; ${toType} t_; __builtin_memcpy(&t_, &s_, sizeof t_); t_; })`;
+    const bits = dialect.bitcast(src, fromType, toType);
     return to === dtypes.bfloat16 ? `tg_bf16_to_float(${bits})` : bits;
   };
   const expr = (u: UOp, a: readonly string[]): string => {
@@ -186,7 +188,7 @@ function cLanguage(indexType: string, dialect: Dialect = C_DIALECT): Language {
       case Ops.WHERE:
         return `(${a[0]}?${a[1]}:${a[2]})`;
       case Ops.RECIP:
-        return `(${floatLiteral(1, d)}/${a[0]})`;
+        return `(${d === dtypes.float16 ? dialect.half(floatLiteral(1, d)) : floatLiteral(1, d)}/${a[0]})`;
       case Ops.TRUNC:
         return d.isFloat ? `${fn('trunc', d)}(${a[0]})` : a[0]!;
       case Ops.SQRT:
@@ -364,6 +366,8 @@ const C_DIALECT: Dialect = {
   restrict: 'restrict',
   bool: '_Bool',
   half: (literal) => literal,
+  bitcast: (x, from, to) =>
+    `__extension__({ ${from} s_ = ${x}; ${to} t_; __builtin_memcpy(&t_, &s_, sizeof t_); t_; })`,
   prelude: PRELUDE,
 };
 
@@ -375,26 +379,57 @@ export function renderC(name: string, linear: UOp): string {
   return render(cLanguage(indexTypeOf(linear)), name, linear);
 }
 
-// CUDA C: the same C, its helpers device functions, float16 as CUDA's half
-const CUDA_PRELUDE = `#include <cuda_fp16.h>\n${PRELUDE.replace(HALF, '\ntypedef half tg_half;').replaceAll('static inline', 'static __device__ inline')}`;
+// CUDA C: the same C, its helpers device functions, float16 as CUDA's half. NVRTC has CUDA's math functions
+// built in but neither math.h, whose two constants are defined here, nor __builtin_memcpy, which bit casts use
+// (a copy of a register's bytes, which compiles to a move).
+const CUDA_PRELUDE = `#include <cuda_fp16.h>
+#define INFINITY __int_as_float(0x7f800000)
+#define NAN __int_as_float(0x7fffffff)
+static __device__ inline void tg_memcpy(void* d, const void* s, unsigned long long n) {
+  for (unsigned long long i = 0; i < n; i++) ((char*)d)[i] = ((const char*)s)[i];
+}
+#define __builtin_memcpy tg_memcpy
+template <class T, class F> static __device__ inline T tg_bitcast(F f) { T t; tg_memcpy(&t, &f, sizeof t); return t; }
+${PRELUDE.replace('#include <math.h>', '')
+  .replace(HALF, '\ntypedef half tg_half;')
+  .replaceAll('static inline', 'static __device__ inline')}`;
 const AXES = 'xyz';
 
-/** A kernel's CUDA C source: a __global__ function launched on the grid its SPECIALs name. */
+/** The sizes of a kernel's grid (gidx) and of its workgroups (lidx), x y z: 1 where a dimension is unused. */
+function launchDims(name: string, linear: UOp): { grid: number[]; block: number[] } {
+  const grid = [1, 1, 1];
+  const block = [1, 1, 1];
+  for (const u of linear.src) {
+    if (u.op !== Ops.SPECIAL) continue;
+    const special = u.argOf(Ops.SPECIAL);
+    if (u.src[0]!.op !== Ops.CONST)
+      throw new Error(
+        `render CUDA: kernel ${name}: ${special}'s size depends on a variable, which is not supported yet`,
+      );
+    (special.startsWith('g') ? grid : block)[Number(special.at(-1))] = Number(u.src[0]!.constValue);
+  }
+  return { grid, block };
+}
+
+/**
+ * A kernel's CUDA C source: a __global__ function launched on the grid its SPECIALs name, which its first line
+ * states for the CUDA device (`// launch grid X Y Z block X Y Z`).
+ */
 export function renderCUDA(name: string, linear: UOp): string {
-  const threads = linear.src
-    .filter((u) => u.op === Ops.SPECIAL && u.argOf(Ops.SPECIAL).startsWith('lidx'))
-    .reduce((n, u) => n * Number(u.src[0]!.constValue), 1);
+  const { grid, block } = launchDims(name, linear);
+  const threads = block[0]! * block[1]! * block[2]!;
   const dialect: Dialect = {
     name: 'CUDA',
     declare: (n, args) => `extern "C" __global__ void __launch_bounds__(${threads}) ${n}(${args.join(', ')})`,
     restrict: '__restrict__',
     bool: 'bool',
     half: (literal) => `((tg_half)${literal})`,
+    bitcast: (x, from, to) => `tg_bitcast<${to}, ${from}>(${x})`,
     prelude: CUDA_PRELUDE,
     gpu: {
       special: (n) => `${n.startsWith('g') ? 'blockIdx' : 'threadIdx'}.${AXES[Number(n.at(-1))]}`,
       barrier: '__syncthreads();',
     },
   };
-  return render(cLanguage(indexTypeOf(linear), dialect), name, linear);
+  return `// launch grid ${grid.join(' ')} block ${block.join(' ')}\n${render(cLanguage(indexTypeOf(linear), dialect), name, linear)}`;
 }

@@ -5,10 +5,10 @@ import type { Allocator } from './allocator.ts';
 import type { DeviceBuffer } from './buffer.ts';
 
 /** The device kinds; a device name is a kind, optionally with an index (`CPU:1`). */
-export type DeviceKind = 'CPU' | 'DISK' | 'JS' | 'NULL' | 'SIMT';
+export type DeviceKind = 'CPU' | 'CUDA' | 'DISK' | 'JS' | 'NULL' | 'SIMT';
 
 /** The source languages kernels are rendered in (a renderer each, chosen in engine/compile.ts). */
-export type KernelLanguage = 'C' | 'JS' | 'SIMT';
+export type KernelLanguage = 'C' | 'CUDA' | 'JS' | 'SIMT';
 
 const NONE: ReadonlySet<Ops> = new Set();
 
@@ -85,6 +85,9 @@ export abstract class Backend {
       }
     });
   }
+
+  /** Waits until the kernels and copies issued so far are done (a GPU runs them after launch returns). */
+  synchronize(): void {}
 
   /** What besides the source decides the compiled code (compiler, flags, host), for caches of results; the kind where nothing does. */
   compilerKey(): string {

