@@ -3,7 +3,7 @@
 // Usage: npx tsx bench/gpu.ts [DEV]   (DEV defaults to CUDA)
 import { spawnSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
-import { Device, dtypes, Tensor } from '../src/index.ts';
+import { Device, dtypes, jit, Tensor } from '../src/index.ts';
 import type { CUDABackend } from '../src/runtime/cuda.ts';
 
 const device = process.argv[2] ?? 'CUDA';
@@ -68,6 +68,22 @@ for (const [n, dtype] of [
     what: 'x+1 on 1024 (realize call)',
     unit: 'us',
     ours: ((performance.now() - t0) / runs) * 1000,
+  });
+  // a JIT replays recorded launches: 16 kernels a call (each op realized, so none fuse)
+  const step = jit((a: Tensor) => {
+    let y = a;
+    for (let i = 0; i < 16; i++) y = y.add(1).realize();
+    return y;
+  });
+  for (let i = 0; i < 3; i++) step(x);
+  backend.synchronize();
+  const t1 = performance.now();
+  for (let i = 0; i < runs; i++) step(x);
+  backend.synchronize();
+  rows.push({
+    what: 'jit replay, per kernel',
+    unit: 'us',
+    ours: ((performance.now() - t1) / runs / 16) * 1000,
   });
 }
 

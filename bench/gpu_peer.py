@@ -29,4 +29,13 @@ x + 1; torch.cuda.synchronize(); t0 = time.perf_counter()
 for _ in range(runs): x + 1
 torch.cuda.synchronize()
 out['x+1 on 1024 (realize call)'] = (time.perf_counter() - t0) / runs * 1e6
+g = torch.cuda.CUDAGraph()  # torch's replay: 16 kernels captured in a CUDA graph
+with torch.cuda.graph(g):
+    y = x
+    for _ in range(16): y = y + 1
+for _ in range(3): g.replay()
+torch.cuda.synchronize(); t0 = time.perf_counter()
+for _ in range(runs): g.replay()
+torch.cuda.synchronize()
+out['jit replay, per kernel'] = (time.perf_counter() - t0) / runs / 16 * 1e6
 print(json.dumps(out))

@@ -81,6 +81,8 @@ interface Dialect {
   bool: string;
   /** A float16 constant: C's float literal converts where used; CUDA's half has no mixed arithmetic. */
   half(literal: string): string;
+  /** A float16 product that no add may fuse with (so that it rounds as the CPU's does), where one is needed. */
+  halfMul?: string;
   /** The bits of `x`, a `from`, as a `to` (C: a statement expression; NVRTC has none in device code). */
   bitcast(x: string, from: string, to: string): string;
   prelude: string;
@@ -151,6 +153,7 @@ function cLanguage(indexType: string, dialect: Dialect = C_DIALECT): Language {
       case Ops.SUB:
         return `(${a[0]}-${a[1]})`;
       case Ops.MUL:
+        if (d === dtypes.float16 && dialect.halfMul) return `${dialect.halfMul}(${a[0]}, ${a[1]})`;
         return d === dtypes.bool ? `(${a[0]}&&${a[1]})` : `(${a[0]}*${a[1]})`;
       case Ops.DIV:
         return `(${a[0]}/${a[1]})`;
@@ -413,17 +416,22 @@ function launchDims(name: string, linear: UOp): { grid: number[]; block: number[
 
 /**
  * A kernel's CUDA C source: a __global__ function launched on the grid its SPECIALs name, which its first line
- * states for the CUDA device (`// launch grid X Y Z block X Y Z`).
+ * states for the CUDA device with the buffers it writes (`// launch grid X Y Z block X Y Z writes 0`).
  */
 export function renderCUDA(name: string, linear: UOp): string {
   const { grid, block } = launchDims(name, linear);
   const threads = block[0]! * block[1]! * block[2]!;
+  let writes: string[] = [];
   const dialect: Dialect = {
     name: 'CUDA',
-    declare: (n, args) => `extern "C" __global__ void __launch_bounds__(${threads}) ${n}(${args.join(', ')})`,
+    declare: (n, args) => {
+      writes = args.flatMap((a) => (a.startsWith('const ') ? [] : (/\bdata(\d+)$/.exec(a)?.slice(1) ?? [])));
+      return `extern "C" __global__ void __launch_bounds__(${threads}) ${n}(${args.join(', ')})`;
+    },
     restrict: '__restrict__',
     bool: 'bool',
     half: (literal) => `((tg_half)${literal})`,
+    halfMul: '__hmul_rn',
     bitcast: (x, from, to) => `tg_bitcast<${to}, ${from}>(${x})`,
     prelude: CUDA_PRELUDE,
     gpu: {
@@ -431,5 +439,6 @@ export function renderCUDA(name: string, linear: UOp): string {
       barrier: '__syncthreads();',
     },
   };
-  return `// launch grid ${grid.join(' ')} block ${block.join(' ')}\n${render(cLanguage(indexTypeOf(linear), dialect), name, linear)}`;
+  const source = render(cLanguage(indexTypeOf(linear), dialect), name, linear);
+  return `// launch grid ${grid.join(' ')} block ${block.join(' ')} writes ${writes.join(' ')}\n${source}`;
 }

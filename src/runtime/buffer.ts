@@ -97,14 +97,14 @@ export class DeviceBuffer {
 
   /**
    * The contents as the host last sent them, where the device's memory is not the host's (a GPU's) and no
-   * kernel has run on the buffer since: undefined once one has (`ranOn`), as it may have written it.
+   * kernel has written the buffer since (see `written`).
    */
   get hostCopy(): StorageArray | undefined {
     return this.uploaded;
   }
 
-  /** Called by a device's Program for each buffer it runs on. */
-  ranOn(): void {
+  /** Called by a device's Program for each buffer a kernel writes. */
+  written(): void {
     this.uploaded = undefined;
   }
 

@@ -141,10 +141,10 @@ function safeReaddir(dir: string): string[] {
   }
 }
 
-let nvrtc: { api: Nvrtc; version: string } | undefined;
+let nvrtc: { api: Nvrtc; version: string; path: string } | undefined;
 
 /** NVRTC and its version, loaded on first use; throws naming every place it looked when it is not found. */
-export function nvrtcLibrary(): { api: Nvrtc; version: string } {
+export function nvrtcLibrary(): { api: Nvrtc; version: string; path: string } {
   if (nvrtc !== undefined) return nvrtc;
   const dirs = nvrtcDirs();
   const candidates = [
@@ -163,7 +163,7 @@ export function nvrtcLibrary(): { api: Nvrtc; version: string } {
       const major = new Int32Array(1);
       const minor = new Int32Array(1);
       api.nvrtcVersion(major, minor);
-      nvrtc = { api, version: `${major[0]}.${minor[0]}` };
+      nvrtc = { api, version: `${major[0]}.${minor[0]}`, path };
       return nvrtc;
     } catch (e) {
       failures.push(`${path}: ${(e as Error).message}`);

@@ -1,11 +1,20 @@
 // The CUDA device: NVIDIA GPUs through the driver API. Kernels are CUDA C compiled by NVRTC to a cubin for the
 // GPU's own architecture (cached on disk like the CPU's libraries), loaded as modules and launched on the grid
 // their source's launch line names; memory is device memory with the allocator's free list.
-import { readFileSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { sha256 } from '../helpers.ts';
 import { LRU } from '../lru.ts';
 import { Allocator } from './allocator.ts';
-import { Backend, checkBuffers, type KernelLanguage, numberedSource, type Program } from './backend.ts';
+import {
+  Backend,
+  checkBuffers,
+  type KernelLanguage,
+  type KernelSource,
+  numberedSource,
+  type Program,
+} from './backend.ts';
 import type { DeviceBuffer } from './buffer.ts';
 import {
   CUDA_ERROR_OUT_OF_MEMORY,
@@ -18,7 +27,8 @@ import {
   nvrtcLibrary,
   OutHandle,
 } from './cuda-api.ts';
-import { cachedEntryBody, withCachedFile } from './diskcache.ts';
+import { cachedEntryBody, isCached, withCachedFile } from './diskcache.ts';
+import { compileInWorkers } from './nvrtc-workers.ts';
 
 // cuDeviceGetAttribute's attributes used here
 const ATTRIBUTE = { maxThreadsPerBlock: 1, sharedPerBlock: 8, ccMajor: 75, ccMinor: 76 } as const;
@@ -128,18 +138,32 @@ class CUDAAllocator extends Allocator<number> {
   }
 }
 
-/** The grid a kernel runs on, from the line renderCUDA writes first: `// launch grid X Y Z block X Y Z`. */
-function launchOf(name: string, source: string): number[] {
-  const m = /^\/\/ launch grid (\d+) (\d+) (\d+) block (\d+) (\d+) (\d+)$/m.exec(source);
+/** How a kernel launches, from the line renderCUDA writes first: `// launch grid X Y Z block X Y Z writes 0 ...`. */
+interface Launch {
+  dims: [number, number, number, number, number, number];
+  /** The buffers (data0, data1, ...) it writes. */
+  writes: number[];
+}
+
+function launchOf(name: string, source: string): Launch {
+  const m = /^\/\/ launch grid (\d+) (\d+) (\d+) block (\d+) (\d+) (\d+) writes([\d ]*)$/m.exec(source);
   if (m === null)
-    throw new Error(`CUDA: kernel ${name}: its source has no '// launch grid ... block ...' line`);
-  return m.slice(1).map(Number);
+    throw new Error(`CUDA: kernel ${name}: its source has no '// launch grid ... block ... writes ...' line`);
+  const dims = m.slice(1, 7).map(Number) as Launch['dims'];
+  // a GPU's grid is at most 2^31 - 1 groups in x and 65535 in y and z
+  if (dims[0] >= 2 ** 31 || dims[1] > 65535 || dims[2] > 65535)
+    throw new Error(
+      `CUDA: kernel ${name}: grid ${dims.slice(0, 3).join('x')} is larger than a GPU's (2^31-1 x 65535 x 65535)`,
+    );
+  return { dims, writes: m[7]!.trim().split(/\s+/).filter(Boolean).map(Number) };
 }
 
 export class CUDABackend extends Backend {
   private readonly gpu: Gpu;
   // loaded modules by content key; one dropped from here stays loaded, as programs may still hold its functions
   private readonly modules = new LRU<string, number>();
+  // cubins compileMany built on worker threads, by content key, until compile() caches and loads them
+  private readonly prebuilt = new Map<string, Uint8Array>();
 
   constructor(name: string) {
     const gpu = openGpu(Number(name.split(':')[1] ?? 0));
@@ -179,15 +203,19 @@ export class CUDABackend extends Backend {
     ];
   }
 
+  private keyOf(source: string): string {
+    return sha256(JSON.stringify([source, this.compilerKey()]));
+  }
+
   compile(name: string, source: string): Program {
     const launch = launchOf(name, source);
-    const key = sha256(JSON.stringify([source, this.compilerKey()]));
+    const key = this.keyOf(source);
     let module = this.modules.get(key);
     if (module === undefined) {
       const image = withCachedFile(
         key,
         '.cubin',
-        (out) => writeFileSync(out, this.nvrtcCompile(name, source)),
+        (out) => writeFileSync(out, this.prebuilt.get(key) ?? this.nvrtcCompile(name, source)),
         (path) => cachedEntryBody(readFileSync(path)),
       );
       const d = use(this.gpu);
@@ -203,6 +231,34 @@ export class CUDABackend extends Backend {
       'cuModuleGetFunction',
     );
     return new CUDAProgram(this, this.gpu, name, fn.read(), launch);
+  }
+
+  /** The kernels neither loaded nor cached on disk compile on NVRTC worker threads together, then as compile(). */
+  override compileMany(kernels: readonly KernelSource[]): (Program | Error)[] {
+    const keys = kernels.map(({ source }) => this.keyOf(source));
+    const missing = kernels.filter(
+      (_, i) => this.modules.get(keys[i]!) === undefined && !isCached(keys[i]!, '.cubin'),
+    );
+    if (missing.length > 1) {
+      const dir = mkdtempSync(join(tmpdir(), 'tsgrad-nvrtc-'));
+      try {
+        const options = this.options();
+        const built = compileInWorkers(
+          nvrtcLibrary().path,
+          missing.map(({ name, source }, i) => ({ name, source, options, out: join(dir, `${i}.cubin`) })),
+        );
+        built.forEach((b, i) => {
+          if (b instanceof Uint8Array) this.prebuilt.set(this.keyOf(missing[i]!.source), b);
+        });
+      } finally {
+        rmSync(dir, { recursive: true, force: true });
+      }
+    }
+    try {
+      return super.compileMany(kernels); // compile() each: loads what is built, reports what failed
+    } finally {
+      this.prebuilt.clear();
+    }
   }
 
   private nvrtcCompile(name: string, source: string): Uint8Array {
@@ -255,7 +311,7 @@ class CUDAProgram implements Program {
     private readonly gpu: Gpu,
     readonly name: string,
     private readonly fn: number,
-    private readonly launch: number[],
+    private readonly launch: Launch,
   ) {}
 
   get device(): string {
@@ -267,8 +323,8 @@ class CUDAProgram implements Program {
     const n = bufs.length + vals.length;
     if (this.slots.length !== 2 * n) this.makeParams(n);
     const slots = this.slots;
+    for (const i of this.launch.writes) bufs[i]?.written();
     for (let i = 0; i < bufs.length; i++) {
-      bufs[i]!.ranOn();
       const address = bufs[i]!.memory as number;
       slots[2 * i] = address % 0x100000000;
       slots[2 * i + 1] = Math.floor(address / 0x100000000);
@@ -278,7 +334,7 @@ class CUDAProgram implements Program {
       slots[2 * (bufs.length + i) + 1] = 0;
     }
     const d = use(this.gpu);
-    const [gx, gy, gz, bx, by, bz] = this.launch as [number, number, number, number, number, number];
+    const [gx, gy, gz, bx, by, bz] = this.launch.dims;
     if (!timed) {
       checkDriver(
         d,
@@ -302,7 +358,8 @@ class CUDAProgram implements Program {
   }
 
   private launchName(): string {
-    return `cuLaunchKernel (kernel ${this.name}, grid ${this.launch.slice(0, 3).join('x')}, block ${this.launch.slice(3).join('x')})`;
+    const { dims } = this.launch;
+    return `cuLaunchKernel (kernel ${this.name}, grid ${dims.slice(0, 3).join('x')}, block ${dims.slice(3).join('x')})`;
   }
 
   private makeParams(n: number): void {

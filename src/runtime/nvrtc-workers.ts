@@ -1,0 +1,102 @@
+// NVRTC on several threads: a schedule's new CUDA kernels compile at once (NVRTC takes tens of milliseconds a
+// kernel and runs on one core). Workers write each cubin (or the compiler's log) to a file and count up a shared
+// counter; the calling thread waits on it, so compileMany stays synchronous as the Backend interface is.
+import { readFileSync, rmSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { availableParallelism } from 'node:os';
+import { Worker } from 'node:worker_threads';
+
+// The worker, as CommonJS source: it only needs koffi and the NVRTC library the main thread found.
+const WORKER = `
+const { parentPort, workerData } = require('node:worker_threads');
+const { writeFileSync } = require('node:fs');
+const koffi = require(workerData.koffi);
+const lib = koffi.load(workerData.nvrtc);
+const create = lib.func('int nvrtcCreateProgram(void *prog, const char *src, const char *name, int nheaders, const char **headers, const char **includeNames)');
+const compile = lib.func('int nvrtcCompileProgram(uintptr_t prog, int nopts, const char **opts)');
+const logSize = lib.func('int nvrtcGetProgramLogSize(uintptr_t prog, void *size)');
+const getLog = lib.func('int nvrtcGetProgramLog(uintptr_t prog, void *log)');
+const cubinSize = lib.func('int nvrtcGetCUBINSize(uintptr_t prog, void *size)');
+const getCubin = lib.func('int nvrtcGetCUBIN(uintptr_t prog, void *cubin)');
+const destroy = lib.func('int nvrtcDestroyProgram(void *prog)');
+const errorString = lib.func('const char *nvrtcGetErrorString(int result)');
+parentPort.on('message', ({ name, source, options, out, done }) => {
+  const prog = new BigUint64Array(1);
+  try {
+    let code = create(prog, source, name + '.cu', 0, null, null);
+    if (code !== 0) throw new Error('nvrtcCreateProgram failed: ' + errorString(code));
+    const handle = Number(prog[0]);
+    code = compile(handle, options.length, options);
+    const size = new BigUint64Array(1);
+    if (code !== 0) {
+      logSize(handle, size);
+      const log = new Uint8Array(Number(size[0]));
+      getLog(handle, log);
+      throw new Error(errorString(code) + ':\\n' + new TextDecoder().decode(log.subarray(0, Math.max(0, log.length - 1))));
+    }
+    cubinSize(handle, size);
+    const cubin = new Uint8Array(Number(size[0]));
+    getCubin(handle, cubin);
+    writeFileSync(out, cubin);
+  } catch (e) {
+    writeFileSync(out + '.err', e.message);
+  } finally {
+    if (prog[0] !== 0n) destroy(prog);
+    Atomics.add(done, 0, 1);
+    Atomics.notify(done, 0);
+  }
+});
+`;
+
+let pool: Worker[] = [];
+let poolLibrary = '';
+
+function workers(nvrtc: string): Worker[] {
+  if (poolLibrary !== nvrtc) {
+    for (const w of pool) void w.terminate();
+    const koffi = createRequire(import.meta.url).resolve('koffi');
+    pool = Array.from({ length: Math.min(availableParallelism(), 8) }, () => {
+      const w = new Worker(WORKER, { eval: true, workerData: { koffi, nvrtc } });
+      w.unref(); // idle workers do not keep the process alive
+      return w;
+    });
+    poolLibrary = nvrtc;
+  }
+  return pool;
+}
+
+/** How long one batch may take before its missing kernels are reported as failed (a worker that died). */
+const BATCH_SECONDS = 600;
+
+/**
+ * Compiles each job's source with NVRTC (the library at `nvrtc`) into the file `out`, on worker threads; the
+ * result per job is its cubin, or an Error carrying NVRTC's message.
+ */
+export function compileInWorkers(
+  nvrtc: string,
+  jobs: readonly { name: string; source: string; options: readonly string[]; out: string }[],
+): (Uint8Array | Error)[] {
+  if (jobs.length === 0) return [];
+  const pool = workers(nvrtc);
+  const done = new Int32Array(new SharedArrayBuffer(4));
+  jobs.forEach((job, i) => {
+    pool[i % pool.length]!.postMessage({ ...job, done });
+  });
+  const deadline = performance.now() + BATCH_SECONDS * 1000;
+  for (let seen = 0; seen < jobs.length && performance.now() < deadline; seen = Atomics.load(done, 0))
+    Atomics.wait(done, 0, seen, 1000);
+  return jobs.map(({ name, out }) => {
+    try {
+      return new Uint8Array(readFileSync(out));
+    } catch {
+      let why = `no result within ${BATCH_SECONDS} s (a compiler thread failed)`;
+      try {
+        why = readFileSync(`${out}.err`, 'utf8');
+      } catch {}
+      return new Error(`CUDA: NVRTC cannot compile kernel ${name}: ${why}`);
+    } finally {
+      rmSync(out, { force: true });
+      rmSync(`${out}.err`, { force: true });
+    }
+  });
+}
