@@ -30,15 +30,15 @@ const times = (a: UOp, b: UOp) =>
     ? UOp.index(Number(a.constValue) * Number(b.constValue))
     : a.mul(b);
 
-/** SPECIAL indices standing for ranges (outermost first) of one kind: `prefix` 0 for the innermost. */
-function specials(ranges: readonly UOp[], prefix: string, to: Map<UOp, UOp>): void {
+/** SPECIAL indices standing for ranges (outermost first) of one kind, in `dims` dimensions: 0 the innermost. */
+function specials(ranges: readonly UOp[], prefix: string, to: Map<UOp, UOp>, dims = DIMS): void {
   const inner = [...ranges].reverse();
-  inner.slice(0, DIMS - 1).forEach((r, d) => {
+  inner.slice(0, dims - 1).forEach((r, d) => {
     to.set(r, UOp.make(Ops.SPECIAL, [r.src[0]!], `${prefix}${d}`));
   });
-  const [last, ...more] = inner.slice(DIMS - 1);
+  const [last, ...more] = inner.slice(dims - 1);
   if (last === undefined) return;
-  const name = `${prefix}${DIMS - 1}`;
+  const name = `${prefix}${dims - 1}`;
   if (more.length === 0) {
     to.set(last, UOp.make(Ops.SPECIAL, [last.src[0]!], name));
     return;
@@ -78,11 +78,28 @@ const dropIndices = new PatternMatcher([
   ],
 ]);
 
+/** The most workgroups a GPU's grid has in its second and third dimensions (CUDA's; the first has 2^31 - 1). */
+const MAX_OUTER_GROUPS = 65535;
+
+/** Whether GLOBAL ranges (outermost first) fit the grid's outer dimensions; else they all go in the first. */
+function fitsOuterDims(ranges: readonly UOp[]): boolean {
+  const outer = [...ranges].reverse().slice(1);
+  const second = outer.length ? constSize(outer[0]!) : 1;
+  const third = outer.slice(1).reduce<number | undefined>((n, r) => {
+    const size = constSize(r);
+    return n === undefined || size === undefined ? undefined : n * size;
+  }, 1);
+  return (
+    second !== undefined && third !== undefined && second <= MAX_OUTER_GROUPS && third <= MAX_OUTER_GROUPS
+  );
+}
+
 /** The kernel with its GLOBAL and LOCAL ranges read from SPECIAL workgroup and thread indices. */
 export function gridIndices(ast: UOp): UOp {
   const to = new Map<UOp, UOp>();
   const byId = (a: UOp, b: UOp) => a.argOf(Ops.RANGE).id - b.argOf(Ops.RANGE).id;
-  specials(rangesOfType(ast, AxisType.GLOBAL).sort(byId), 'gidx', to);
+  const global = rangesOfType(ast, AxisType.GLOBAL).sort(byId);
+  specials(global, 'gidx', to, fitsOuterDims(global) ? DIMS : 1);
   // a GROUP_REDUCE axis is a thread of the group too
   specials(
     [...rangesOfType(ast, AxisType.LOCAL), ...rangesOfType(ast, AxisType.GROUP_REDUCE)].sort(byId),

@@ -50,6 +50,15 @@ describe('grid lowering', () => {
     });
   });
 
+  it("puts every workgroup axis in dimension 0 where the outer ones would pass a GPU's 65535", () => {
+    expect(lowered(ramp([70000, 2, 2], 'SIMT').add(1), []).specials).toEqual([['gidx0', 280000]]);
+    expect(lowered(ramp([60000, 2, 2], 'SIMT').add(1), []).specials).toEqual([
+      ['gidx0', 2],
+      ['gidx1', 2],
+      ['gidx2', 60000],
+    ]);
+  });
+
   it('makes LOCAL axes thread indices', () => {
     const split: Opt = { op: 'SPLIT', axis: 1, factor: 8, target: AxisType.LOCAL };
     expect(lowered(ramp([3, 32], 'SIMT').mul(2), [split]).specials).toEqual([
