@@ -1,5 +1,5 @@
 // What the bench scripts share: seeded inputs and best-of-n timing of a realize.
-import { Tensor } from '../src/index.ts';
+import { Device, Tensor } from '../src/index.ts';
 
 /** A tensor of pseudo-random floats in [-1, 1) (a fixed seed: every run times the same data). */
 export function rand(shape: number[], device: string): Tensor {
@@ -27,6 +27,7 @@ export function best(fn: () => Tensor, runs = 3, { keep = false } = {}): number 
     const out = fn();
     const t0 = performance.now();
     out.realize();
+    Device.get(out.device).synchronize(); // a GPU's kernels finish after realize returns
     t = Math.min(t, (performance.now() - t0) / 1000);
     outs.push(out);
   }

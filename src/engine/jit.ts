@@ -1,7 +1,9 @@
 // JIT: the first call runs normally, the second records the kernels it launches and the buffers they use,
 // and every later call replays those kernels on the new inputs' buffers, with no tracing or scheduling.
 import type { DType } from '../dtype.ts';
+import type { GraphReplay } from '../runtime/backend.ts';
 import type { DeviceBuffer } from '../runtime/buffer.ts';
+import { Device } from '../runtime/device.ts';
 import { Tensor } from '../tensor/index.ts';
 import { noteOverwritten } from '../tensor/origins.ts';
 import { Ops } from '../uop/ops.ts';
@@ -11,6 +13,8 @@ import { type Launch, recordLaunches } from './realize.ts';
 
 interface Captured {
   launches: Launch[];
+  /** The launches as one device graph, where they all run on a device that has graphs. */
+  graph: GraphReplay | undefined;
   /** The inputs' buffers in the recorded launches, by argument. */
   inputs: DeviceBuffer[];
   specs: { shape: string; dtype: DType; device: string }[];
@@ -94,8 +98,10 @@ export function jit<A extends Tensor[], R extends Tensor | readonly Tensor[]>(
     for (const a of args) buffers.delete(a.uop);
     const held = [...buffers];
     for (const b of held) holdBuffer(b);
+    const devices = new Set(launches.map((l) => l.program.device));
     captured = {
       launches,
+      graph: devices.size === 1 ? Device.get([...devices][0]!).graph(launches) : undefined,
       inputs: args.map((a) => deviceBuffer(a.uop)),
       specs: args.map(spec),
       outputs: outs.map((t) => t.uop),
@@ -108,7 +114,8 @@ export function jit<A extends Tensor[], R extends Tensor | readonly Tensor[]>(
 
   function replay(c: Captured, args: readonly Tensor[]): R {
     const swap = new Map(c.inputs.map((b, i) => [b, deviceBuffer(args[i]!.uop)] as const));
-    for (const { program, bufs } of c.launches) program.run(bufs.map((b) => swap.get(b) ?? b));
+    if (c.graph !== undefined) c.graph(swap);
+    else for (const { program, bufs } of c.launches) program.run(bufs.map((b) => swap.get(b) ?? b));
     // autograd must not take a replay's values for those of the graphs the capture computed
     for (const b of c.written) noteOverwritten(b);
     const outs = c.outputs.map((u) => Tensor.fromUOp(u, u.argOf(Ops.BUFFER).device as string));

@@ -89,11 +89,31 @@ export abstract class Backend {
   /** Waits until the kernels and copies issued so far are done (a GPU runs them after launch returns). */
   synchronize(): void {}
 
+  /**
+   * Recorded launches as one graph the device replays at once (with some buffers swapped for others: a JIT's
+   * new inputs), or undefined where it has none, and each launch runs alone.
+   */
+  graph(_launches: readonly RecordedLaunch[]): GraphReplay | undefined {
+    return undefined;
+  }
+
+  /** Resolves once the work issued so far is done, leaving the event loop free while it runs. */
+  async idle(): Promise<void> {}
+
   /** What besides the source decides the compiled code (compiler, flags, host), for caches of results; the kind where nothing does. */
   compilerKey(): string {
     return this.kind;
   }
 }
+
+/** A kernel launch a JIT recorded: the program and the buffers it ran on. */
+export interface RecordedLaunch {
+  program: Program;
+  bufs: readonly DeviceBuffer[];
+}
+
+/** Replays a graph's launches with `swap`'s buffers in place of the recorded ones it maps. */
+export type GraphReplay = (swap: ReadonlyMap<DeviceBuffer, DeviceBuffer>) => void;
 
 export interface KernelSource {
   name: string;

@@ -1,5 +1,5 @@
 // The CUDA driver API (libcuda) and NVRTC (libnvrtc) through koffi: the functions the CUDA device calls, each
-// checked, and where the libraries are looked for. Handles travel as numbers (user-space addresses fit 2^53).
+// checked, the current context, and where the libraries are looked for. Handles travel as numbers (user-space addresses fit 2^53).
 import { existsSync, readdirSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { homedir } from 'node:os';
@@ -47,8 +47,19 @@ const DRIVER = {
   cuEventCreate: 'int cuEventCreate(void *event, unsigned int flags)',
   cuEventRecord: 'int cuEventRecord(uintptr_t event, uintptr_t stream)',
   cuEventSynchronize: 'int cuEventSynchronize(uintptr_t event)',
+  cuEventQuery: 'int cuEventQuery(uintptr_t event)',
   cuEventElapsedTime: 'int cuEventElapsedTime(void *ms, uintptr_t start, uintptr_t end)',
   cuGetErrorName: 'int cuGetErrorName(int error, void *name)',
+  cuGraphCreate: 'int cuGraphCreate(void *graph, unsigned int flags)',
+  cuGraphAddKernelNode_v2:
+    'int cuGraphAddKernelNode_v2(void *node, uintptr_t graph, const void *deps, size_t ndeps, const void *params)',
+  cuGraphInstantiateWithFlags:
+    'int cuGraphInstantiateWithFlags(void *exec, uintptr_t graph, unsigned long long flags)',
+  cuGraphExecKernelNodeSetParams_v2:
+    'int cuGraphExecKernelNodeSetParams_v2(uintptr_t exec, uintptr_t node, const void *params)',
+  cuGraphLaunch: 'int cuGraphLaunch(uintptr_t exec, uintptr_t stream)',
+  cuGraphExecDestroy: 'int cuGraphExecDestroy(uintptr_t exec)',
+  cuGraphDestroy: 'int cuGraphDestroy(uintptr_t graph)',
 } as const;
 
 const NVRTC = {
@@ -92,6 +103,27 @@ export function cudaDriver(): Driver {
   return d;
 }
 
+/** A GPU: its context and what kernels may use of it. */
+export interface Gpu {
+  driver: Driver;
+  context: number;
+  name: string;
+  arch: string;
+  maxThreads: number;
+  sharedBytes: number;
+  totalBytes: number;
+}
+
+let current = -1;
+/** Makes `gpu`'s context the calling thread's (every driver call acts on the current context). */
+export function use(gpu: Gpu): Driver {
+  if (current !== gpu.context) {
+    checkDriver(gpu.driver, gpu.driver.cuCtxSetCurrent(gpu.context), 'cuCtxSetCurrent');
+    current = gpu.context;
+  }
+  return gpu.driver;
+}
+
 /** Throws an Error naming the call and the driver's name for `code` unless it is CUDA_SUCCESS. */
 export function checkDriver(d: Driver, code: number, call: string): void {
   if (code === 0) return;
@@ -113,6 +145,7 @@ export class CudaError extends Error {
 }
 
 export const CUDA_ERROR_OUT_OF_MEMORY = 2;
+export const CUDA_ERROR_NOT_READY = 600;
 
 /** Directories NVRTC may be in: CUDA_PATH and CUDA_HOME, the usual install paths, and Python's nvidia wheels. */
 function nvrtcDirs(): string[] {
@@ -182,4 +215,37 @@ export function cudaIncludeDir(): string | undefined {
     .filter((r): r is string => r !== undefined && r !== '')
     .map((r) => join(r, 'include'))
     .find((d) => existsSync(join(d, 'cuda_fp16.h')));
+}
+
+/**
+ * A kernel's arguments as cuLaunchKernel takes them: an 8-byte slot per argument (a device address, or an int32
+ * in the low half) and an array of pointers to the slots, made once; a launch only rewrites the slots.
+ */
+export class ArgBlock {
+  private readonly slots: Uint32Array;
+  private readonly pointers: BigUint64Array;
+  /** The address of the pointer array (kernelParams). */
+  readonly address: number;
+
+  constructor(readonly count: number) {
+    this.slots = new Uint32Array(2 * Math.max(count, 1));
+    this.pointers = new BigUint64Array(Math.max(count, 1));
+    const base = Number(koffi().address(this.slots));
+    for (let i = 0; i < count; i++) this.pointers[i] = BigInt(base + 8 * i);
+    this.address = Number(koffi().address(this.pointers));
+  }
+
+  /** Buffers' device addresses, then int32 values. */
+  set(bufs: readonly { memory: unknown }[], vals: readonly number[] = []): void {
+    const slots = this.slots;
+    for (let i = 0; i < bufs.length; i++) {
+      const address = bufs[i]!.memory as number;
+      slots[2 * i] = address % 0x100000000;
+      slots[2 * i + 1] = Math.floor(address / 0x100000000);
+    }
+    for (let i = 0; i < vals.length; i++) {
+      slots[2 * (bufs.length + i)] = vals[i]! | 0;
+      slots[2 * (bufs.length + i) + 1] = 0;
+    }
+  }
 }

@@ -4,55 +4,42 @@
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { sha256 } from '../helpers.ts';
+import { ContextVar, sha256 } from '../helpers.ts';
 import { LRU } from '../lru.ts';
 import { Allocator } from './allocator.ts';
 import {
   Backend,
   checkBuffers,
+  type GraphReplay,
   type KernelLanguage,
   type KernelSource,
   numberedSource,
   type Program,
+  type RecordedLaunch,
 } from './backend.ts';
 import type { DeviceBuffer } from './buffer.ts';
 import {
+  ArgBlock,
+  CUDA_ERROR_NOT_READY,
   CUDA_ERROR_OUT_OF_MEMORY,
   CudaError,
   checkDriver,
   cudaDriver,
   cudaIncludeDir,
-  type Driver,
-  koffi,
+  type Gpu,
   nvrtcLibrary,
   OutHandle,
+  use,
 } from './cuda-api.ts';
+import { CUDAGraph } from './cuda-graph.ts';
 import { cachedEntryBody, isCached, withCachedFile } from './diskcache.ts';
 import { compileInWorkers } from './nvrtc-workers.ts';
 
+/** 1: a JIT's replays on CUDA run as one CUDA graph (0: a launch per kernel). */
+export const JIT_GRAPH = new ContextVar<number>('JIT_GRAPH', 1);
+
 // cuDeviceGetAttribute's attributes used here
 const ATTRIBUTE = { maxThreadsPerBlock: 1, sharedPerBlock: 8, ccMajor: 75, ccMinor: 76 } as const;
-
-/** A GPU: its context and what kernels may use of it. */
-interface Gpu {
-  driver: Driver;
-  context: number;
-  name: string;
-  arch: string;
-  maxThreads: number;
-  sharedBytes: number;
-  totalBytes: number;
-}
-
-let current = -1;
-/** Makes `gpu`'s context the calling thread's (every driver call acts on the current context). */
-function use(gpu: Gpu): Driver {
-  if (current !== gpu.context) {
-    checkDriver(gpu.driver, gpu.driver.cuCtxSetCurrent(gpu.context), 'cuCtxSetCurrent');
-    current = gpu.context;
-  }
-  return gpu.driver;
-}
 
 function openGpu(ordinal: number): Gpu {
   const driver = cudaDriver();
@@ -139,7 +126,7 @@ class CUDAAllocator extends Allocator<number> {
 }
 
 /** How a kernel launches, from the line renderCUDA writes first: `// launch grid X Y Z block X Y Z writes 0 ...`. */
-interface Launch {
+export interface Launch {
   dims: [number, number, number, number, number, number];
   /** The buffers (data0, data1, ...) it writes. */
   writes: number[];
@@ -293,25 +280,51 @@ export class CUDABackend extends Backend {
     }
   }
 
+  // a graph for a JIT of two kernels or more: one driver call a replay instead of one a kernel
+  override graph(launches: readonly RecordedLaunch[]): GraphReplay | undefined {
+    if (JIT_GRAPH.value === 0 || launches.length < 2) return undefined;
+    const g = new CUDAGraph(
+      this.gpu,
+      launches as readonly { program: CUDAProgram; bufs: readonly DeviceBuffer[] }[],
+    );
+    return (swap) => g.replay(swap);
+  }
+
+  private idleEvent = 0;
+
+  /** Polls an event recorded after the work issued so far: every millisecond once the first checks find it busy. */
+  override async idle(): Promise<void> {
+    const d = use(this.gpu);
+    if (this.idleEvent === 0) {
+      const e = new OutHandle();
+      checkDriver(d, d.cuEventCreate(e.ptr, 2 /* CU_EVENT_DISABLE_TIMING */), 'cuEventCreate');
+      this.idleEvent = e.read();
+    }
+    const event = this.idleEvent;
+    checkDriver(d, d.cuEventRecord(event, 0), 'cuEventRecord');
+    for (let polls = 0; ; polls++) {
+      const code = use(this.gpu).cuEventQuery(event);
+      if (code !== CUDA_ERROR_NOT_READY) return checkDriver(d, code, 'cuEventQuery');
+      await new Promise((resolve) => (polls < 8 ? setImmediate(resolve) : setTimeout(resolve, 1)));
+    }
+  }
+
   override synchronize(): void {
     checkDriver(use(this.gpu), this.gpu.driver.cuCtxSynchronize(), 'cuCtxSynchronize');
   }
 }
 
-class CUDAProgram implements Program {
-  // the argument block (a device address or an int32 in each 8-byte slot) and the pointers to its slots that
-  // cuLaunchKernel takes, made once for the argument count: a launch only writes the slots
-  private slots = new Uint32Array(0);
-  private pointers = new BigUint64Array(0);
-  private params = 0;
+export class CUDAProgram implements Program {
+  private args: ArgBlock | undefined;
   private events: [number, number] | undefined;
 
   constructor(
     private readonly backend: CUDABackend,
     private readonly gpu: Gpu,
     readonly name: string,
-    private readonly fn: number,
-    private readonly launch: Launch,
+    /** The kernel's CUfunction. */
+    readonly fn: number,
+    readonly launch: Launch,
   ) {}
 
   get device(): string {
@@ -321,24 +334,15 @@ class CUDAProgram implements Program {
   run(bufs: readonly DeviceBuffer[], vals: readonly number[] = [], timed = false): number {
     checkBuffers(this.backend, this.name, bufs);
     const n = bufs.length + vals.length;
-    if (this.slots.length !== 2 * n) this.makeParams(n);
-    const slots = this.slots;
+    if (this.args?.count !== n) this.args = new ArgBlock(n);
+    this.args.set(bufs, vals);
     for (const i of this.launch.writes) bufs[i]?.written();
-    for (let i = 0; i < bufs.length; i++) {
-      const address = bufs[i]!.memory as number;
-      slots[2 * i] = address % 0x100000000;
-      slots[2 * i + 1] = Math.floor(address / 0x100000000);
-    }
-    for (let i = 0; i < vals.length; i++) {
-      slots[2 * (bufs.length + i)] = vals[i]! | 0;
-      slots[2 * (bufs.length + i) + 1] = 0;
-    }
     const d = use(this.gpu);
     const [gx, gy, gz, bx, by, bz] = this.launch.dims;
     if (!timed) {
       checkDriver(
         d,
-        d.cuLaunchKernel(this.fn, gx, gy, gz, bx, by, bz, 0, 0, this.params, 0),
+        d.cuLaunchKernel(this.fn, gx, gy, gz, bx, by, bz, 0, 0, this.args.address, 0),
         this.launchName(),
       );
       return 0;
@@ -347,7 +351,7 @@ class CUDAProgram implements Program {
     checkDriver(d, d.cuEventRecord(start, 0), 'cuEventRecord');
     checkDriver(
       d,
-      d.cuLaunchKernel(this.fn, gx, gy, gz, bx, by, bz, 0, 0, this.params, 0),
+      d.cuLaunchKernel(this.fn, gx, gy, gz, bx, by, bz, 0, 0, this.args.address, 0),
       this.launchName(),
     );
     checkDriver(d, d.cuEventRecord(end, 0), 'cuEventRecord');
@@ -360,14 +364,6 @@ class CUDAProgram implements Program {
   private launchName(): string {
     const { dims } = this.launch;
     return `cuLaunchKernel (kernel ${this.name}, grid ${dims.slice(0, 3).join('x')}, block ${dims.slice(3).join('x')})`;
-  }
-
-  private makeParams(n: number): void {
-    this.slots = new Uint32Array(2 * Math.max(n, 1));
-    const base = Number(koffi().address(this.slots));
-    this.pointers = new BigUint64Array(Math.max(n, 1));
-    for (let i = 0; i < n; i++) this.pointers[i] = BigInt(base + 8 * i);
-    this.params = Number(koffi().address(this.pointers));
   }
 
   private event(): number {

@@ -463,7 +463,10 @@ export class Tensor {
     this.realize();
     return bufferData(this.uop).slice() as StorageArray;
   }
+  /** The data, as dataSync, once the device has computed it: a GPU's work leaves the event loop free meanwhile. */
   async data(): Promise<StorageArray> {
+    this.realize();
+    await Device.get(this.device).idle();
     return this.dataSync();
   }
   tolist(): NestedArray {

@@ -4,16 +4,18 @@ import { dtypes } from '../../src/dtype.ts';
 import { jit } from '../../src/engine/jit.ts';
 import { Linear, SGD } from '../../src/nn/index.ts';
 import { Tensor } from '../../src/tensor/index.ts';
+import { DEVICES } from '../devices.ts';
 
 const f32 = dtypes.float32;
 
 describe('jit', () => {
-  for (const device of ['JS', 'CPU'])
+  for (const device of DEVICES)
     it(`replays the captured kernels on new inputs on ${device}`, () => {
       let traced = 0;
+      // two kernels (contiguous realizes the product): a GPU replays them as one graph
       const f = jit(function affine(a: Tensor, b: Tensor) {
         traced++;
-        return a.mul(b).add(1).sum(1);
+        return a.mul(b).contiguous().add(1).sum(1);
       });
       for (let step = 0; step < 5; step++) {
         const a = new Tensor(
