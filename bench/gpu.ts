@@ -1,5 +1,6 @@
-// GPU throughput beside PyTorch's from the same run (bench/gpu_peer.py, where python3 has torch with CUDA):
-// bandwidth of elementwise kernels and a sum, matmuls in float32, float16 and bfloat16, and the cost of a launch.
+// GPU throughput beside PyTorch's (bench/gpu_peer.py, where python3 has torch with CUDA) and tinygrad's
+// (bench/gpu_tinygrad.py, where TINYGRAD_PATH names a checkout) from the same run: bandwidth of elementwise
+// kernels and a sum, matmuls in float32, float16 and bfloat16, and the cost of a launch.
 // Usage: npx tsx bench/gpu.ts [DEV]   (DEV defaults to CUDA)
 import { spawnSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
@@ -87,26 +88,27 @@ for (const [n, dtype] of [
   });
 }
 
-const peer = runPeer();
+const torch = runPeer('gpu_peer.py');
+const tinygrad = process.env.TINYGRAD_PATH ? runPeer('gpu_tinygrad.py') : undefined;
 const name = device.startsWith('CUDA') ? (backend as CUDABackend).description : device;
-console.log(`\ndevice: ${name}; each figure the median of its runs; torch from the same run\n`);
+console.log(`\ndevice: ${name}; each figure the median of its runs; the peers from the same run\n`);
 console.log(
-  `${'what'.padEnd(30)} ${'tsgrad'.padStart(9)} ${'torch'.padStart(9)} ${'ratio'.padStart(7)}  unit`,
+  `${'what'.padEnd(30)} ${'tsgrad'.padStart(9)} ${'torch'.padStart(9)} ${'ratio'.padStart(6)} ${'tinygrad'.padStart(9)} ${'ratio'.padStart(6)}  unit`,
 );
 for (const r of rows) {
-  const p = peer?.[r.what];
-  const ratio =
-    p === undefined ? '' : r.unit === 'us' ? `${(p / r.ours).toFixed(2)}` : `${(r.ours / p).toFixed(2)}`;
-  console.log(
-    `${r.what.padEnd(30)} ${r.ours.toFixed(1).padStart(9)} ${(p?.toFixed(1) ?? '-').padStart(9)} ${ratio.padStart(7)}  ${r.unit}`,
-  );
+  const cells = [torch, tinygrad].map((peer) => {
+    const p = peer?.[r.what];
+    const ratio = p === undefined ? '' : (r.unit === 'us' ? p / r.ours : r.ours / p).toFixed(2);
+    return `${(p?.toFixed(1) ?? '-').padStart(9)} ${ratio.padStart(6)}`;
+  });
+  console.log(`${r.what.padEnd(30)} ${r.ours.toFixed(1).padStart(9)} ${cells.join(' ')}  ${r.unit}`);
 }
-if (peer === undefined) console.log('\n(torch figures need python3 with torch and a GPU)');
+if (torch === undefined) console.log('\n(torch figures need python3 with torch and a GPU)');
 
-function runPeer(): Record<string, number> | undefined {
-  const script = fileURLToPath(new URL('./gpu_peer.py', import.meta.url));
+function runPeer(file: string): Record<string, number> | undefined {
+  const script = fileURLToPath(new URL(`./${file}`, import.meta.url));
   const r = spawnSync('python3', [script], { encoding: 'utf8' });
-  if (r.status !== 0) console.error(r.stderr.slice(-2000));
+  if (r.status !== 0) console.error(`${file}: ${r.stderr.slice(-2000)}`);
   return r.status === 0
     ? (JSON.parse(r.stdout.trim().split('\n').at(-1)!) as Record<string, number>)
     : undefined;

@@ -8,4 +8,6 @@ cd "$(git rev-parse --show-toplevel)"
 bash ../shared/device/prepare.sh
 tar cf - --exclude=node_modules/@biomejs --exclude=node_modules/@typescript --exclude=node_modules/typescript \
   --exclude=node_modules/.cache --exclude=node_modules/.vite node_modules | xz -T0 -3 > .device/node_modules.tar.xz
+# tinygrad's source for the peers' figures (TINYGRAD_PATH here, else not packed)
+if [ -n "${TINYGRAD_PATH:-}" ]; then tar cf - -C "$TINYGRAD_PATH" tinygrad | xz -6 > .device/tinygrad.tar.xz; fi
 du -sh .device

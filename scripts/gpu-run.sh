@@ -5,6 +5,9 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 [ -d node_modules ] || tar xJf .device/node_modules.tar.xz
+# tinygrad's source, for the peers' figures, where scripts/device-pack.sh packed it
+if [ -f .device/tinygrad.tar.xz ] && [ ! -d /tmp/tinygrad ]; then mkdir -p /tmp/tinygrad && tar xJf .device/tinygrad.tar.xz -C /tmp/tinygrad; fi
+[ -d /tmp/tinygrad ] && export TINYGRAD_PATH=/tmp/tinygrad
 source .device/env.sh
 export CACHEDIR=${CACHEDIR:-/tmp/tsgrad-cache}
 log=${OUT:-/tmp}
