@@ -1,0 +1,87 @@
+// tinygrad's examples/beautiful_mnist.py written with tsgrad: the same model (conv 5x5 32 twice, batch norm,
+// max pool, conv 3x3 64 twice, batch norm, max pool, linear), 70 Adam steps of 512 random training images
+// (sampled on the device inside the JIT, as there), then the test accuracy. Prints the whole run's time with
+// compiles, and the steps' time once compiled. Usage: npx tsx bench/beautiful_mnist.ts [DEV] [steps]
+import { Adam, BatchNorm, Conv2d, Device, getParameters, jit, Linear, mnist, Tensor } from '../src/index.ts';
+
+const device = process.argv[2] ?? Device.default;
+const STEPS = Number(process.argv[3] ?? 70);
+const BATCH = 512;
+Device.default = device;
+
+class Model {
+  layers = [
+    new Conv2d(1, 32, 5),
+    new Conv2d(32, 32, 5),
+    new BatchNorm(32),
+    new Conv2d(32, 64, 3),
+    new Conv2d(64, 64, 3),
+    new BatchNorm(64),
+    new Linear(576, 10),
+  ] as const;
+
+  forward(x: Tensor): Tensor {
+    const [c1, c2, bn1, c3, c4, bn2, fc] = this.layers;
+    x = bn1.forward(c2.forward(c1.forward(x).relu()).relu()).maxPool2d();
+    x = bn2.forward(c4.forward(c3.forward(x).relu()).relu()).maxPool2d();
+    return fc.forward(x.flatten(1));
+  }
+}
+
+const t0 = performance.now();
+const data = mnist({ device });
+const [trainX, trainY] = [data.trainImages.float().realize(), data.trainLabels.realize()];
+Tensor.manualSeed(0);
+const model = new Model();
+const opt = new Adam(getParameters(model.layers));
+const trainStep = jit(function trainStep(samples: Tensor) {
+  Tensor.training = true;
+  opt.zeroGrad();
+  const x = trainX.indexSelect(0, samples);
+  const loss = model.forward(x).sparseCategoricalCrossentropy(trainY.indexSelect(0, samples));
+  loss.backward();
+  // the running statistics are written by the step too: realized with it
+  const stats = model.layers.flatMap((l) =>
+    l instanceof BatchNorm ? [l.runningMean, l.runningVar, l.numBatchesTracked] : [],
+  );
+  opt.step(loss, ...stats.filter((t): t is Tensor => t !== undefined));
+  Tensor.training = false;
+  return loss;
+});
+
+// indices drawn on the host (a seeded generator), each step's as a new input
+let seed = 1;
+const random = () => (seed = (Math.imul(seed, 1664525) + 1013904223) >>> 0) / 2 ** 32;
+const samples = () =>
+  new Tensor(
+    Int32Array.from({ length: BATCH }, () => Math.floor(random() * 60000)),
+    { device },
+  );
+let loss = 0;
+let tCompiled = 0;
+for (let i = 0; i < STEPS; i++) {
+  if (i === 3) {
+    Device.get(device).synchronize();
+    tCompiled = performance.now(); // the JIT captured on the second call: replays from here
+  }
+  const l = trainStep(samples());
+  if (i === STEPS - 1) loss = l.item() as number;
+}
+const tSteps = (performance.now() - tCompiled) / 1000 / (STEPS - 3);
+let correct = 0;
+for (let i = 0; i < 10000; i += 2000) {
+  const x = data.testImages.shrink([
+    [i, i + 2000],
+    [0, 1],
+    [0, 28],
+    [0, 28],
+  ]);
+  const pred = model.forward(x.float()).argmax(1);
+  const want = data.testLabels.shrink([[i, i + 2000]]);
+  correct += pred.eq(want).sum().item() as number;
+}
+const total = (performance.now() - t0) / 1000;
+console.log(
+  `beautiful_mnist on ${device}: ${STEPS} steps of ${BATCH}, loss ${loss.toFixed(3)}, test accuracy ${(correct / 100).toFixed(2)}%; ` +
+    `${total.toFixed(1)} s in all (data, compiles, steps, test), ${(tSteps * 1000).toFixed(1)} ms a compiled step`,
+);
