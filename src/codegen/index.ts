@@ -61,9 +61,15 @@ export function kernelName(ast: UOp, colour = false): string {
   return [kind, ...sizes].join('_');
 }
 
-/** Arithmetic ops executed: each op (each lane of a vector op) counted once per iteration of the loops around it. */
+/**
+ * Arithmetic ops executed: each op (each lane of a vector op) counted once per iteration of the loops around it
+ * and once per thread of a GPU's grid (the product of its SPECIAL sizes).
+ */
 function countFlops(linear: UOp): number {
-  let trips = 1;
+  let trips = linear.src.reduce(
+    (n, u) => (u.op === Ops.SPECIAL && u.src[0]!.op === Ops.CONST ? n * Number(u.src[0]!.constValue) : n),
+    1,
+  );
   let flops = 0;
   const stack: number[] = [];
   for (const u of linear.src) {
