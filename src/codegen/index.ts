@@ -17,6 +17,7 @@ import { handCodedOpts } from './opt/heuristic.ts';
 import { applyOpts, CPU_TARGET, type Opt, type Target } from './opt/opts.ts';
 import { lowerVectors } from './vectors.ts';
 import { widenSums } from './wide-sums.ts';
+import { accumulateInWmma } from './wmma.ts';
 
 export interface LoweredKernel {
   name: string;
@@ -94,6 +95,7 @@ export interface LowerOptions {
 function expandLanes(ast: UOp): UOp | string {
   const lanes = laneRange(ast);
   if (lanes === undefined) return 'no UPCAST of 2, 4, 8 or 16 elements';
+  if (ast.toposort().some((u) => u.op === Ops.WMMA)) return "a WMMA's operands are vectors already";
   try {
     return lowerVectors(expandRanges(ast, lanes));
   } catch (e) {
@@ -120,6 +122,7 @@ export function lowerKernel(ast: UOp, opts: LowerOptions = {}): LoweredKernel {
     console.log(`${kernelName(named)}: scalar copies: ${vectorized}`);
   k = typeof vectorized === 'string' ? expandRanges(k) : vectorized;
   k = reduceToAccumulators(k);
+  k = accumulateInWmma(k);
   if (target.grid !== undefined) k = gridIndices(k);
   const linear = linearize(k);
   verifyStage(linear, 'linear');

@@ -33,6 +33,7 @@ const targetOf = (backend: Backend): Target => ({
   registers: backend.registers(),
   vectorBytes: backend.vectorBytes(),
   grid: backend.workgroups(),
+  tensorCores: backend.tensorCores(),
 });
 
 /** What decides the opts a kernel gets on a device and which constants lift, for the program and plan caches' keys. */

@@ -54,10 +54,6 @@ function intLiteral(v: number | bigint | boolean, d: DType, indexType: string): 
   return n < 0n ? `(${n}${suffix})` : `${n}${suffix}`;
 }
 
-/** A vector's address in a buffer, marked aligned to the vector's size where it is. */
-const address = (buf: string, index: string, aligned: boolean, type: string) =>
-  aligned ? `__builtin_assume_aligned(${buf}+${index}, sizeof(${type}))` : `${buf}+${index}`;
-
 /** The unsigned type of the same width (shifts of negative values are defined there). */
 const UNSIGNED: Record<string, string> = { int: 'unsigned int', 'long long': 'unsigned long long' };
 
@@ -84,7 +80,67 @@ interface Dialect {
   prelude: string;
   /** Workgroups; LOCAL buffers are declared as the dialect's shared arrays of the C element type. */
   gpu?: Omit<GpuLanguage, 'local'>;
+  /** Bytes every buffer's start is aligned to (vector loads at multiples of their size are aligned). */
+  alignment: number;
+  /** How vectors are written: GCC's vector extensions (C), or CUDA's C++ (a struct of lanes, see CUDA_VECTORS). */
+  vectors: VectorDialect;
 }
+
+/** The vector constructs that differ between GCC's C and CUDA's C++. */
+interface VectorDialect {
+  typedef(name: string, element: string, lanes: number, bytes: number): string;
+  /** A vector of the given lanes. */
+  of(type: string, parts: readonly string[]): string;
+  /** Whether a cast converts whole vectors and MAX/EXP2 have vector helpers (else they are computed lane by lane). */
+  wholeOps: boolean;
+  read(type: string, address: string, aligned: boolean): string;
+  write(type: string, address: string, value: string, aligned: boolean): string;
+}
+
+/** A vector's address in a buffer, marked aligned to the vector's size where it is. */
+const assumeAligned = (at: string, aligned: boolean, type: string) =>
+  aligned ? `__builtin_assume_aligned(${at}, sizeof(${type}))` : at;
+
+const GCC_VECTORS: VectorDialect = {
+  typedef: (name, element, _lanes, bytes) =>
+    `typedef ${element} ${name} __attribute__((vector_size(${bytes})));`,
+  of: (t, parts) => `((${t}){${parts.join(', ')}})`,
+  wholeOps: true,
+  // memcpy: gcc makes it one vector move, aligned where the address is (assume_aligned says so)
+  read: (t, at, aligned) =>
+    `__extension__({ ${t} v_; __builtin_memcpy(&v_, ${assumeAligned(at, aligned, t)}, sizeof v_); v_; })`,
+  write: (t, at, value, aligned) =>
+    `{ ${t} v_ = ${value}; __builtin_memcpy(${assumeAligned(at, aligned, t)}, &v_, sizeof v_); }`,
+};
+
+// CUDA C++ has no vector arithmetic (float4 is a struct without operators) and nvcc no vector_size: a vector is
+// a struct of lanes whose operators work lane by lane, aligned to its size up to 16 bytes so that an aligned
+// load or store of one is a single ld/st.v2/v4; an unaligned one moves lane by lane (a GPU faults on it).
+const CUDA_VECTOR_PRELUDE = `
+template <typename T> struct tg_id { typedef T type; };
+template <typename T, int N> struct alignas(sizeof(T) * N > 16 ? 16 : sizeof(T) * N) tg_vec {
+  T v[N];
+  __device__ T &operator[](int i) { return v[i]; }
+  __device__ const T &operator[](int i) const { return v[i]; }
+};
+#define TG_VEC_OP(op) \
+  template <typename T, int N> __device__ inline tg_vec<T, N> operator op(tg_vec<T, N> a, tg_vec<T, N> b) { \
+    tg_vec<T, N> r; for (int i = 0; i < N; i++) r[i] = a[i] op b[i]; return r; } \
+  template <typename T, int N> __device__ inline tg_vec<T, N> operator op(tg_vec<T, N> a, typename tg_id<T>::type b) { \
+    tg_vec<T, N> r; for (int i = 0; i < N; i++) r[i] = a[i] op b; return r; } \
+  template <typename T, int N> __device__ inline tg_vec<T, N> operator op(typename tg_id<T>::type a, tg_vec<T, N> b) { \
+    tg_vec<T, N> r; for (int i = 0; i < N; i++) r[i] = a op b[i]; return r; }
+TG_VEC_OP(+) TG_VEC_OP(-) TG_VEC_OP(*) TG_VEC_OP(/)
+template <typename T, int N> __device__ inline tg_vec<T, N> operator-(tg_vec<T, N> a) {
+  tg_vec<T, N> r; for (int i = 0; i < N; i++) r[i] = -a[i]; return r; }`;
+
+const CUDA_VECTORS: VectorDialect = {
+  typedef: (name, element, lanes) => `typedef tg_vec<${element}, ${lanes}> ${name};`,
+  of: (t, parts) => `${t}{${parts.join(', ')}}`,
+  wholeOps: false,
+  read: (t, at) => `(*(const ${t}*)(${at}))`,
+  write: (t, at, value) => `*(${t}*)(${at}) = ${value};`,
+};
 
 function cLanguage(indexType: string, dialect: Dialect = C_DIALECT): Language {
   /** Vector typedefs the kernel uses, by name. */
@@ -93,7 +149,7 @@ function cLanguage(indexType: string, dialect: Dialect = C_DIALECT): Language {
     const name = `tg_${type(d).replace(/ /g, '_')}${lanes}`;
     if (!vectorTypes.has(name)) {
       const bytes = lanes * d.itemsize;
-      vectorTypes.set(name, `typedef ${type(d)} ${name} __attribute__((vector_size(${bytes})));`);
+      vectorTypes.set(name, dialect.vectors.typedef(name, type(d), lanes, bytes));
     }
     return name;
   };
@@ -102,7 +158,7 @@ function cLanguage(indexType: string, dialect: Dialect = C_DIALECT): Language {
   /** The name of a vector function computing u, defined on first use; undefined: u is computed per lane. */
   const vectorHelper = (u: UOp): string | undefined => {
     const lanes = u.lanes;
-    if (u.op === Ops.EXP2 && u.dtype !== dtypes.float32) return undefined;
+    if (!dialect.vectors.wholeOps || (u.op === Ops.EXP2 && u.dtype !== dtypes.float32)) return undefined;
     if (u.op !== Ops.MAX && u.op !== Ops.EXP2) return undefined;
     const t = vectorType(u.dtype, lanes);
     const name = `tg_${u.op === Ops.MAX ? 'max' : 'exp2'}_${t}`;
@@ -211,7 +267,7 @@ function cLanguage(indexType: string, dialect: Dialect = C_DIALECT): Language {
   /** A vector op: C's operator when it has one (a scalar operand spreads over the lanes), else lane by lane. */
   const vectorExpr = (u: UOp, a: readonly string[]): string => {
     if (VECTOR_OPERATORS.has(u.op)) return expr(u, a);
-    if (u.op === Ops.CAST && u.src[0]!.lanes > 1)
+    if (u.op === Ops.CAST && u.src[0]!.lanes > 1 && dialect.vectors.wholeOps)
       return `__builtin_convertvector(${a[0]}, ${vectorType(u.dtype, u.lanes)})`;
     const lanes = u.lanes;
     const helper = vectorHelper(u);
@@ -225,7 +281,7 @@ function cLanguage(indexType: string, dialect: Dialect = C_DIALECT): Language {
         a.map((x, i) => (u.src[i]!.lanes > 1 ? `${x}[${j}]` : x)),
       ),
     );
-    return `((${vectorType(u.dtype, lanes)}){${parts.join(', ')}})`;
+    return dialect.vectors.of(vectorType(u.dtype, lanes), parts);
   };
   return {
     name: dialect.name,
@@ -262,17 +318,24 @@ function cLanguage(indexType: string, dialect: Dialect = C_DIALECT): Language {
     loopClose: '}',
     when: (gate, statement) => `if (${gate}) ${statement}`,
     vector: {
-      alignment: HOST_BUFFER_ALIGN,
-      // memcpy: gcc makes it one vector move, aligned where the address is (assume_aligned says so)
+      alignment: dialect.alignment,
       read: (buf, index, d, lanes, aligned) => {
-        const t = vectorType(d, lanes);
-        return `__extension__({ ${t} v_; __builtin_memcpy(&v_, ${address(buf, index, aligned, t)}, sizeof v_); v_; })`;
+        if (!aligned && !dialect.vectors.wholeOps)
+          return dialect.vectors.of(
+            vectorType(d, lanes),
+            Array.from({ length: lanes }, (_, j) => `${buf}[${index}+${j}]`),
+          );
+        return dialect.vectors.read(vectorType(d, lanes), `${buf}+${index}`, aligned);
       },
       write: (buf, index, value, d, lanes, aligned) => {
-        const t = vectorType(d, lanes);
-        return `{ ${t} v_ = ${value}; __builtin_memcpy(${address(buf, index, aligned, t)}, &v_, sizeof v_); }`;
+        if (!aligned && !dialect.vectors.wholeOps) {
+          const v = `v_${lanes}`;
+          const parts = Array.from({ length: lanes }, (_, j) => `${buf}[${index}+${j}] = ${v}[${j}];`);
+          return `{ ${vectorType(d, lanes)} ${v} = ${value}; ${parts.join(' ')} }`;
+        }
+        return dialect.vectors.write(vectorType(d, lanes), `${buf}+${index}`, value, aligned);
       },
-      of: (d, parts) => `((${vectorType(d, parts.length)}){${parts.join(', ')}})`,
+      of: (d, parts) => dialect.vectors.of(vectorType(d, parts.length), parts),
       lane: (v, j) => `${v}[${j}]`,
     },
   };
@@ -365,6 +428,8 @@ const C_DIALECT: Dialect = {
   bool: '_Bool',
   half: (literal) => literal,
   prelude: PRELUDE,
+  vectors: GCC_VECTORS,
+  alignment: HOST_BUFFER_ALIGN,
 };
 
 /** The index type: int where every index fits. */
@@ -376,7 +441,7 @@ export function renderC(name: string, linear: UOp): string {
 }
 
 // CUDA C: the same C, its helpers device functions, float16 as CUDA's half
-const CUDA_PRELUDE = `#include <cuda_fp16.h>\n${PRELUDE.replace(HALF, '\ntypedef half tg_half;').replaceAll('static inline', 'static __device__ inline')}`;
+const CUDA_PRELUDE = `#include <cuda_fp16.h>\n${PRELUDE.replace(HALF, '\ntypedef half tg_half;').replaceAll('static inline', 'static __device__ inline')}${CUDA_VECTOR_PRELUDE}`;
 const AXES = 'xyz';
 
 /** A kernel's CUDA C source: a __global__ function launched on the grid its SPECIALs name. */
@@ -391,6 +456,9 @@ export function renderCUDA(name: string, linear: UOp): string {
     bool: 'bool',
     half: (literal) => `((tg_half)${literal})`,
     prelude: CUDA_PRELUDE,
+    vectors: CUDA_VECTORS,
+    // cudaMalloc's allocations are aligned to 256 bytes; 16 is the widest load (float4)
+    alignment: 16,
     gpu: {
       special: (n) => `${n.startsWith('g') ? 'blockIdx' : 'threadIdx'}.${AXES[Number(n.at(-1))]}`,
       barrier: '__syncthreads();',
