@@ -146,7 +146,7 @@ function cLanguage(indexType: string, dialect: Dialect = C_DIALECT): Language {
   /** Vector typedefs the kernel uses, by name. */
   const vectorTypes = new Map<string, string>();
   const vectorType = (d: DType, lanes: number): string => {
-    const name = `tg_${type(d).replace(/ /g, '_')}${lanes}`;
+    const name = `tg_${type(d).replace(/^tg_/, '').replace(/ /g, '_')}${lanes}`;
     if (!vectorTypes.has(name)) {
       const bytes = lanes * d.itemsize;
       vectorTypes.set(name, dialect.vectors.typedef(name, type(d), lanes, bytes));
@@ -155,6 +155,16 @@ function cLanguage(indexType: string, dialect: Dialect = C_DIALECT): Language {
   };
   /** Vector functions the kernel uses (MAX, float EXP2: see vectorHelper), by name, after the typedefs. */
   const helpers = new Map<string, string>();
+  /** A tensor core's instruction as a call of a function defined on first use (CUDA: mma.sync, see WMMA_PTX). */
+  const wmma = (u: UOp, a: readonly string[]): string => {
+    const { name } = u.argOf(Ops.WMMA);
+    const fn = `tg_${name}`;
+    if (!helpers.has(fn)) {
+      const [ta, tb, tc] = u.src.map((s) => vectorType(s.dtype, s.lanes)) as [string, string, string];
+      helpers.set(fn, wmmaFunction(fn, u, ta, tb, tc));
+    }
+    return `${fn}(${a.join(', ')})`;
+  };
   /** The name of a vector function computing u, defined on first use; undefined: u is computed per lane. */
   const vectorHelper = (u: UOp): string | undefined => {
     const lanes = u.lanes;
@@ -294,7 +304,10 @@ function cLanguage(indexType: string, dialect: Dialect = C_DIALECT): Language {
     },
     ...(dialect.gpu === undefined
       ? {}
-      : { gpu: { ...dialect.gpu, local: (n, d, size) => `__shared__ ${storage(d)} ${n}[${size}];` } }),
+      : {
+          gpu: { ...dialect.gpu, local: (n, d, size) => `__shared__ ${storage(d)} ${n}[${size}];` },
+          wmma,
+        }),
     constant: (v, d) => {
       if (!d.isFloat) return intLiteral(v, d, indexType);
       const literal = floatLiteral(Number(v), d);
@@ -368,6 +381,54 @@ static inline unsigned short tg_float_to_bf16(float f) {
   return (unsigned short)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
 }
 static inline float tg_bf16_round(float f) { return tg_bf16_to_float(tg_float_to_bf16(f)); }`;
+
+// mma.sync takes A and B in 32-bit registers: two float16 or bfloat16 values each (the lower-numbered element in
+// the low half), or one tf32 (a float32 rounded to 10 bits of mantissa by cvt.rna); C and D are float32 registers
+const WMMA_PTX: Record<
+  string,
+  { type: string; perRegister: number; pack: (x: string, y: string) => string }
+> = {
+  float16: {
+    type: 'f16',
+    perRegister: 2,
+    pack: (x, y) => `((unsigned)__half_as_ushort(${x}) | ((unsigned)__half_as_ushort(${y}) << 16))`,
+  },
+  bfloat16: {
+    type: 'bf16',
+    perRegister: 2,
+    pack: (x, y) => `((unsigned)tg_float_to_bf16(${x}) | ((unsigned)tg_float_to_bf16(${y}) << 16))`,
+  },
+  float32: { type: 'tf32', perRegister: 1, pack: (x) => `tg_tf32(${x})` },
+};
+
+/** A device function running one tensor core instruction: D = A * B + C for the warp, as inline PTX. */
+function wmmaFunction(fn: string, u: UOp, ta: string, tb: string, tc: string): string {
+  const { dims, dtypeIn } = u.argOf(Ops.WMMA);
+  const [n, m, k] = dims;
+  const ptx = WMMA_PTX[dtypeIn.name];
+  if (ptx === undefined) throw new Error(`render CUDA: no mma.sync for ${dtypeIn.name} inputs (${fn})`);
+  const registers = (v: string, lanes: number) =>
+    Array.from({ length: lanes / ptx.perRegister }, (_, r) =>
+      ptx.pack(`${v}[${r * ptx.perRegister}]`, `${v}[${r * ptx.perRegister + 1}]`),
+    );
+  const [a, b] = [registers('a', u.src[0]!.lanes), registers('b', u.src[1]!.lanes)];
+  const d = u.lanes;
+  let next = 0;
+  const operands = (count: number) => `{${Array.from({ length: count }, () => `%${next++}`).join(', ')}}`;
+  const [dOps, aOps, bOps] = [operands(d), operands(a.length), operands(b.length)];
+  const outputs = Array.from({ length: d }, (_, i) => `"+f"(c[${i}])`).join(', ');
+  const inputs = [...a, ...b].map((r) => `"r"(${r})`).join(', ');
+  const tf32 =
+    ptx.type === 'tf32'
+      ? '  auto tg_tf32 = [](float x) { unsigned r; asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x)); return r; };\n'
+      : '';
+  return `static __device__ inline ${tc} ${fn}(${ta} a, ${tb} b, ${tc} c) {
+${tf32}  asm volatile("mma.sync.aligned.m${m}n${n}k${k}.row.col.f32.${ptx.type}.${ptx.type}.f32 ${dOps}, ${aOps}, ${bOps}, ${dOps};"
+    : ${outputs}
+    : ${inputs});
+  return c;
+}`;
+}
 
 /** max(a, b) of vectors as the scalar MAX computes it (NaN in a gives NaN), one compare and a blend. */
 const vectorMax = (name: string, t: string, mask: string) => `static inline ${t} ${name}(${t} a, ${t} b) {

@@ -100,18 +100,20 @@ export function tileProblem(match: Match, opt: number): string | undefined {
 /** The (row, column) of element i of an operand, lane being the warp's lane index: bit fields of it, as sums. */
 function position(layout: OperandLayout, lane: UOp, i: number): [UOp, UOp] {
   return [0, 1].map((c) => {
-    let sum: UOp = UOp.index(layout.element.reduce((s, e, b) => s + ((i >> b) & 1) * e[c]!, 0));
+    const start = layout.element.reduce((s, e, b) => s + ((i >> b) & 1) * e[c]!, 0);
+    const terms: UOp[] = start === 0 ? [] : [UOp.index(start)];
     // runs of lane bits that add 1, 2, 4... times a step are one field: (lane / 2^first) % 2^length * step
     for (let b = 0; b < layout.lane.length; b++) {
       const step = layout.lane[b]![c]!;
       if (step === 0) continue;
       let end = b + 1;
       while (end < layout.lane.length && layout.lane[end]![c] === step * 2 ** (end - b)) end++;
-      const field = lane.idiv(2 ** b).mod(2 ** (end - b));
-      sum = sum.add(step === 1 ? field : field.mul(step));
+      const shifted = b === 0 ? lane : lane.idiv(2 ** b);
+      const field = end === layout.lane.length ? shifted : shifted.mod(2 ** (end - b));
+      terms.push(step === 1 ? field : field.mul(step));
       b = end - 1;
     }
-    return sum;
+    return terms.length ? terms.reduce((x, y) => x.add(y)) : UOp.index(0);
   }) as [UOp, UOp];
 }
 
