@@ -77,9 +77,14 @@ export function matchTensorCore(
   if (!fits(tc))
     return `${tc.name} takes ${tc.dtypeIn.name} factors summed in ${tc.dtypeOut.name}, not ${a.dtype.name} x ${b.dtype.name} summed in ${reduce.dtype.name}`;
   if (!reads(a, k) || !reads(b, k)) return `both factors must read the reduce axis ${axis}`;
-  const only = (x: UOp, y: UOp) =>
-    ranges.filter((r) => isOutput(r) && constSize(r) !== undefined && reads(x, r) && !reads(y, r)).at(-1);
-  const [m, n] = [only(a, b), only(b, a)];
+  // the innermost output axes of each factor alone, one that is a multiple of the tile before one to pad
+  const only = (x: UOp, y: UOp, tile: number) => {
+    const axes = ranges.filter(
+      (r) => isOutput(r) && constSize(r) !== undefined && reads(x, r) && !reads(y, r),
+    );
+    return axes.filter((r) => constSize(r)! % tile === 0).at(-1) ?? axes.at(-1);
+  };
+  const [m, n] = [only(a, b, tc.m), only(b, a, tc.n)];
   if (m === undefined || n === undefined)
     return 'each factor needs an output axis the other does not read (the rows of A, the columns of B)';
   const ends = ast.toposort().filter((u) => u.op === Ops.END && (u.src.includes(m) || u.src.includes(n)));
