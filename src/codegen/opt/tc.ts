@@ -5,6 +5,7 @@
 // and C's (UPCAST in effect: each lane stores its elements of the output tile). What is left of the axes (tiles)
 // keeps its type, and the opts after TC split them further.
 
+import type { DType } from '../../dtype.ts';
 import { elementsOf, type OperandLayout, type TensorCore } from '../../runtime/tensor-cores.ts';
 import { AxisType, Ops } from '../../uop/ops.ts';
 import { substitute } from '../../uop/pattern.ts';
@@ -31,7 +32,6 @@ interface Match {
 
 const reads = (u: UOp, r: UOp) => u.toposort().includes(r);
 const isOutput = (r: UOp) => [AxisType.GLOBAL, AxisType.LOOP].includes(rangeArg(r).type);
-const below = (u: UOp) => (u.op === Ops.CAST ? u.src[0]! : u);
 
 /** The reduce's value as a product of two factors, a gate on it (a padded K's WHERE) folded into the first. */
 function factors(reduce: UOp): [UOp, UOp] | undefined {
@@ -41,10 +41,22 @@ function factors(reduce: UOp): [UOp, UOp] | undefined {
     gate = v.src[0]!;
     v = v.src[1]!;
   }
-  v = below(v);
+  if (v.op === Ops.CAST) v = v.src[0]!;
   if (v.op !== Ops.MUL) return undefined;
-  const [a, b] = v.src.map(below) as [UOp, UOp];
+  const [a, b] = v.src as [UOp, UOp];
   return [gate === undefined ? a : gate.where(a, a.constLike(0)), b];
+}
+
+/** A factor as a tensor core taking `dtype` reads it: itself, or what a cast to the product's dtype converts. */
+function asInput(x: UOp, dtype: DType): UOp | undefined {
+  if (x.dtype === dtype) return x;
+  if (x.op === Ops.CAST && x.src[0]!.dtype === dtype) return x.src[0]!;
+  if (x.op === Ops.WHERE && x.src[2]!.op === Ops.CONST) {
+    // a gated factor (a padded K): the gate stays around the value the tensor core reads
+    const inner = asInput(x.src[1]!, dtype);
+    return inner === undefined ? undefined : x.src[0]!.where(inner, inner.constLike(0));
+  }
+  return undefined;
 }
 
 /** The tensor core and axes for TC on reduce axis `axis`, or why there are none. */
@@ -65,18 +77,20 @@ export function matchTensorCore(
     return `the kernel's reduce is not a sum over axis ${axis}`;
   const ab = factors(reduce);
   if (ab === undefined) return 'the reduced value is not a product of two factors (a matmul or conv)';
-  const [a, b] = ab;
   const fits = (tc: TensorCore) =>
-    a.dtype === tc.dtypeIn && b.dtype === tc.dtypeIn && reduce.dtype === tc.dtypeOut;
+    asInput(ab[0], tc.dtypeIn) !== undefined &&
+    asInput(ab[1], tc.dtypeIn) !== undefined &&
+    reduce.dtype === tc.dtypeOut;
   const tc = choice === -1 ? cores.find(fits) : cores[choice];
+  const [a, b] = tc === undefined ? ab : ab.map((x) => asInput(x, tc.dtypeIn) ?? x);
   const names = cores.map((c, i) => `${i}: ${c.name}`).join(', ');
   if (tc === undefined)
     return choice === -1
-      ? `no tensor core takes ${a.dtype.name} x ${b.dtype.name} summed in ${reduce.dtype.name} (the target has ${names})`
+      ? `no tensor core takes ${a!.dtype.name} x ${b!.dtype.name} summed in ${reduce.dtype.name} (the target has ${names})`
       : `tc ${choice} does not exist (the target has ${names})`;
   if (!fits(tc))
-    return `${tc.name} takes ${tc.dtypeIn.name} factors summed in ${tc.dtypeOut.name}, not ${a.dtype.name} x ${b.dtype.name} summed in ${reduce.dtype.name}`;
-  if (!reads(a, k) || !reads(b, k)) return `both factors must read the reduce axis ${axis}`;
+    return `${tc.name} takes ${tc.dtypeIn.name} factors summed in ${tc.dtypeOut.name}, not ${a!.dtype.name} x ${b!.dtype.name} summed in ${reduce.dtype.name}`;
+  if (!reads(a!, k) || !reads(b!, k)) return `both factors must read the reduce axis ${axis}`;
   // the innermost output axes of each factor alone, one that is a multiple of the tile before one to pad
   const only = (x: UOp, y: UOp, tile: number) => {
     const axes = ranges.filter(
@@ -84,13 +98,13 @@ export function matchTensorCore(
     );
     return axes.filter((r) => constSize(r)! % tile === 0).at(-1) ?? axes.at(-1);
   };
-  const [m, n] = [only(a, b, tc.m), only(b, a, tc.n)];
+  const [m, n] = [only(a!, b!, tc.m), only(b!, a!, tc.n)];
   if (m === undefined || n === undefined)
     return 'each factor needs an output axis the other does not read (the rows of A, the columns of B)';
   const ends = ast.toposort().filter((u) => u.op === Ops.END && (u.src.includes(m) || u.src.includes(n)));
   if (ends.length !== 1 || !ends[0]!.src.includes(m) || !ends[0]!.src.includes(n))
     return 'the output axes must be closed by one END';
-  return { tc, reduce, a, b, m, n, k, end: ends[0]! };
+  return { tc, reduce, a: a!, b: b!, m, n, k, end: ends[0]! };
 }
 
 /** Sizes of M, N, K and the tile's; what padding to them needs, and whether `opt` allows it. */
