@@ -305,7 +305,11 @@ function cLanguage(indexType: string, dialect: Dialect = C_DIALECT): Language {
     ...(dialect.gpu === undefined
       ? {}
       : {
-          gpu: { ...dialect.gpu, local: (n, d, size) => `__shared__ ${storage(d)} ${n}[${size}];` },
+          // aligned as a vector, which may load or store it whole
+          gpu: {
+            ...dialect.gpu,
+            local: (n, d, size) => `__shared__ __align__(16) ${storage(d)} ${n}[${size}];`,
+          },
           wmma,
         }),
     constant: (v, d) => {

@@ -2,7 +2,7 @@
 // emulator runs with NVIDIA's element layouts; results are checked against float64 within what each tensor core
 // computes (float16/bfloat16 inputs with exact products, tf32 inputs rounded to 10 bits of mantissa).
 import fc from 'fast-check';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { outputsToGlobal } from '../../src/codegen/grid.ts';
 import { lowerKernel } from '../../src/codegen/index.ts';
 import { kernelRanges } from '../../src/codegen/opt/axes.ts';
@@ -116,6 +116,20 @@ describe('tensor cores on SIMT', () => {
     const diff = Math.max(...tc.map((v, i) => Math.abs(v - plain[i]!)));
     expect(diff).toBeGreaterThan(1e-6);
     expect(diff).toBeLessThan(1e-2);
+  });
+
+  it('shows TC and the WARP axis (bright cyan) at DEBUG=3 for a float16 matmul realized on SIMT', () => {
+    const log = vi.spyOn(console, 'log').mockImplementation(() => {});
+    try {
+      const t = input([32, 16], dtypes.float16).matmul(input([16, 16], dtypes.float16));
+      Context.with({ DEBUG: 3 }, () => t.realize());
+      const lines = log.mock.calls.map((c) => String(c[0]));
+      const line = lines.find((l) => l.includes('TC('));
+      expect(line).toMatch(/TC\(2,0,0,1\)/);
+      expect(line).toContain('\x1b[96m32\x1b[0m');
+    } finally {
+      log.mockRestore();
+    }
   });
 
   it('TC=0 turns it off, and float32 takes tf32 only with ALLOW_TF32=1', () => {

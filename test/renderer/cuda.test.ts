@@ -94,7 +94,7 @@ describe('CUDA renderer', () => {
     const all = sources();
     const sum = all.find(([n]) => n.includes('big_sum'))![1];
     expect(sum).toMatch(/extern "C" __global__ void __launch_bounds__\(\d+\) r_/);
-    expect(sum).toContain('__shared__ float temp0[');
+    expect(sum).toContain('__shared__ __align__(16) float temp0[');
     expect(sum).toContain('__syncthreads();');
     expect(sum).toMatch(/int lidx0 = threadIdx\.x;/);
   });
