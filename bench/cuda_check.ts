@@ -4,16 +4,17 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { lowerKernel } from '../src/codegen/index.ts';
+import type { Opt } from '../src/codegen/opt/opts.ts';
 import { dtypes } from '../src/dtype.ts';
 import { bufferData } from '../src/engine/buffers.ts';
 import { targetOf } from '../src/engine/compile.ts';
 import { bake } from '../src/engine/lift.ts';
-import { renderCUDA } from '../src/renderer/c.ts';
 import { Context } from '../src/helpers.ts';
+import { renderCUDA } from '../src/renderer/c.ts';
 import { Device } from '../src/runtime/device.ts';
 import { planOf, toFunction } from '../src/schedule/index.ts';
 import { Tensor } from '../src/tensor/index.ts';
-import { Ops } from '../src/uop/ops.ts';
+import { AxisType, Ops } from '../src/uop/ops.ts';
 
 const out = process.argv[2] ?? 'cuda-check';
 mkdirSync(out, { recursive: true });
@@ -54,23 +55,47 @@ const PROGRAMS: Record<string, (d: string) => Tensor> = {
       .mul(input([256], d))
       .add(input([64, 1], d))
       .maximum(0),
-  'matmul f16 tc': (d) => input([128, 96], d, dtypes.float16, 1).matmul(input([96, 64], d, dtypes.float16, 1)),
-  'matmul bf16 tc': (d) => input([64, 128], d, dtypes.bfloat16, 1).matmul(input([128, 40], d, dtypes.bfloat16, 1)),
-  'matmul tf32 tc': (d) => input([64, 64], d, dtypes.float32, 1).matmul(input([64, 32], d, dtypes.float32, 1)),
+  'matmul f16 tc': (d) =>
+    input([128, 96], d, dtypes.float16, 1).matmul(input([96, 64], d, dtypes.float16, 1)),
+  'matmul bf16 tc': (d) =>
+    input([64, 128], d, dtypes.bfloat16, 1).matmul(input([128, 40], d, dtypes.bfloat16, 1)),
+  'matmul tf32 tc': (d) =>
+    input([64, 64], d, dtypes.float32, 1).matmul(input([64, 32], d, dtypes.float32, 1)),
+  'matmul f16 tc tiled': (d) =>
+    input([64, 64], d, dtypes.float16, 1).matmul(input([64, 32], d, dtypes.float16, 1)),
   'conv f16 tc': (d) =>
-    input([2, 16, 8, 16], d, dtypes.float16, 1).conv2d(input([16, 16, 3, 3], d, dtypes.float16, 1), undefined, {
-      padding: 1,
-    }),
+    input([2, 16, 8, 16], d, dtypes.float16, 1).conv2d(
+      input([16, 16, 3, 3], d, dtypes.float16, 1),
+      undefined,
+      {
+        padding: 1,
+      },
+    ),
 };
 
 /** Settings a program's kernels are lowered under, and its tolerance where the tensor core's precision sets it. */
-const SETTINGS: Record<string, { context?: Record<string, number>; tolerance?: number; opcode?: string }> = {
+const SETTINGS: Record<
+  string,
+  { context?: Record<string, number>; tolerance?: number; opcode?: string; opts?: Opt[] }
+> = {
   'vector elementwise': { opcode: 'tg_float4' },
   'matmul f16 tc': { opcode: 'mma.sync' },
   'matmul bf16 tc': { opcode: 'mma.sync', tolerance: 1e-2 },
   // float32 inputs rounded to tf32 (10 bits of mantissa): relative errors near 2^-11
   'matmul tf32 tc': { context: { ALLOW_TF32: 1 }, opcode: 'mma.sync', tolerance: 5e-3 },
   'conv f16 tc': { opcode: 'mma.sync' },
+  // as BEAM finds them: two warps a group each way, two output tiles a lane each way, two K tiles a step
+  'matmul f16 tc tiled': {
+    opcode: 'mma.sync',
+    opts: [
+      { op: 'TC', axis: 2, tc: 0, opt: 0, mode: 1 },
+      { op: 'SPLIT', axis: 1, factor: 2, target: AxisType.LOCAL },
+      { op: 'SPLIT', axis: 0, factor: 2, target: AxisType.LOCAL },
+      { op: 'SPLIT', axis: 1, factor: 2, target: AxisType.UPCAST },
+      { op: 'SPLIT', axis: 5, factor: 2, target: AxisType.UNROLL },
+      { op: 'SPLIT', axis: 4, factor: 2, target: AxisType.UPCAST },
+    ],
+  },
 };
 
 const manifest: unknown[] = [];
@@ -94,7 +119,7 @@ for (const [program, f] of Object.entries(PROGRAMS)) {
   const sources: string[] = [];
   const kernels = plan.steps.map((step, i) => {
     const { name, linear } = Context.with(settings.context ?? {}, () =>
-      lowerKernel(bake(step.ast, values), { target }),
+      lowerKernel(bake(step.ast, values), { target, opts: settings.opts }),
     );
     const unique = `${name}_${program.replace(/\W+/g, '_')}_${i}`;
     const source = renderCUDA(unique, linear);
