@@ -77,20 +77,19 @@ export function matchTensorCore(
     return `the kernel's reduce is not a sum over axis ${axis}`;
   const ab = factors(reduce);
   if (ab === undefined) return 'the reduced value is not a product of two factors (a matmul or conv)';
-  const fits = (tc: TensorCore) =>
-    asInput(ab[0], tc.dtypeIn) !== undefined &&
-    asInput(ab[1], tc.dtypeIn) !== undefined &&
-    reduce.dtype === tc.dtypeOut;
+  const inputs = (tc: TensorCore) => ab.map((x) => asInput(x, tc.dtypeIn));
+  const fits = (tc: TensorCore) => inputs(tc).every((x) => x !== undefined) && reduce.dtype === tc.dtypeOut;
   const tc = choice === -1 ? cores.find(fits) : cores[choice];
-  const [a, b] = tc === undefined ? ab : ab.map((x) => asInput(x, tc.dtypeIn) ?? x);
   const names = cores.map((c, i) => `${i}: ${c.name}`).join(', ');
+  const what = `${ab[0].dtype.name} x ${ab[1].dtype.name} summed in ${reduce.dtype.name}`;
   if (tc === undefined)
     return choice === -1
-      ? `no tensor core takes ${a!.dtype.name} x ${b!.dtype.name} summed in ${reduce.dtype.name} (the target has ${names})`
+      ? `no tensor core takes ${what} (the target has ${names})`
       : `tc ${choice} does not exist (the target has ${names})`;
   if (!fits(tc))
-    return `${tc.name} takes ${tc.dtypeIn.name} factors summed in ${tc.dtypeOut.name}, not ${a!.dtype.name} x ${b!.dtype.name} summed in ${reduce.dtype.name}`;
-  if (!reads(a!, k) || !reads(b!, k)) return `both factors must read the reduce axis ${axis}`;
+    return `${tc.name} takes ${tc.dtypeIn.name} factors summed in ${tc.dtypeOut.name}, not ${what}`;
+  const [a, b] = inputs(tc) as [UOp, UOp];
+  if (!reads(a, k) || !reads(b, k)) return `both factors must read the reduce axis ${axis}`;
   // the innermost output axes of each factor alone, one that is a multiple of the tile before one to pad
   const only = (x: UOp, y: UOp, tile: number) => {
     const axes = ranges.filter(
@@ -98,13 +97,13 @@ export function matchTensorCore(
     );
     return axes.filter((r) => constSize(r)! % tile === 0).at(-1) ?? axes.at(-1);
   };
-  const [m, n] = [only(a!, b!, tc.m), only(b!, a!, tc.n)];
+  const [m, n] = [only(a, b, tc.m), only(b, a, tc.n)];
   if (m === undefined || n === undefined)
     return 'each factor needs an output axis the other does not read (the rows of A, the columns of B)';
   const ends = ast.toposort().filter((u) => u.op === Ops.END && (u.src.includes(m) || u.src.includes(n)));
   if (ends.length !== 1 || !ends[0]!.src.includes(m) || !ends[0]!.src.includes(n))
     return 'the output axes must be closed by one END';
-  return { tc, reduce, a: a!, b: b!, m, n, k, end: ends[0]! };
+  return { tc, reduce, a, b, m, n, k, end: ends[0]! };
 }
 
 /** Sizes of M, N, K and the tile's; what padding to them needs, and whether `opt` allows it. */
