@@ -109,6 +109,19 @@ describe('tensor cores on SIMT', () => {
     });
   }
 
+  it('gives each lane 2 x 2 output tiles after TC where the tile axes have 4 or more tiles', () => {
+    const [M, K, N] = [64, 32, 32];
+    const k = kernelOf(input([M, K], dtypes.float16).matmul(input([K, N], dtypes.float16)));
+    const { opts, linear, got, inputs } = runSimt(k);
+    expect(opts.slice(0, 3)).toEqual([
+      { op: 'TC', axis: 2, tc: 0, opt: 0, mode: 1 },
+      { op: 'SPLIT', axis: 1, factor: 2, target: AxisType.UPCAST },
+      { op: 'SPLIT', axis: 0, factor: 2, target: AxisType.UPCAST },
+    ]);
+    expect(wmmas(linear)).toHaveLength(4);
+    expect(worst(got, inputs[1]!, inputs[2]!, M, K, N, dtypes.float16)).toBeLessThanOrEqual(1);
+  });
+
   it('reads float32 as tf32: the result differs from float32 arithmetic by the rounded inputs', () => {
     const k = kernelOf(input([16, 8], dtypes.float32).matmul(input([8, 8], dtypes.float32)));
     const tc = runSimt(k, [{ op: 'TC', axis: 2, tc: tcIndex('tf32'), opt: 0, mode: 1 }]).got;

@@ -282,14 +282,33 @@ function tensorCores(ast: UOp, target: Target): Opt[] {
       if (core.tf32 && !ALLOW_TF32.value) continue;
       const opt: Opt = { op: 'TC', axis, tc, opt: TC_OPT.value, mode: 1 };
       try {
-        applyOpts(ast, [opt], target);
-        return [opt];
+        return [opt, ...tileUpcasts(applyOpts(ast, [opt], target))];
       } catch {
         // not this tensor core
       }
     }
   }
   return [];
+}
+
+/**
+ * Two output tiles a lane along each tile axis TC left where it has an even count of at least 4 (half stay
+ * workgroups): each WMMA operand fragment a lane loads then feeds two instructions (BEAM picks such 2 x 2
+ * tiles on SIMT).
+ */
+function tileUpcasts(ast: UOp): Opt[] {
+  const wmma = ast.toposort().find((u) => u.op === Ops.WMMA)!;
+  // TC's tiles of M and N: the output axes one operand reads and the other does not
+  const tiles = kernelRanges(ast).flatMap((r, axis) =>
+    isLoop(r) &&
+    (constSize(r) ?? 1) % 2 === 0 &&
+    constSize(r)! >= 4 &&
+    wmma.src[0]!.toposort().includes(r) !== wmma.src[1]!.toposort().includes(r)
+      ? [axis]
+      : [],
+  );
+  // a split adds an axis after the one split: later axes first keeps the numbers
+  return tiles.reverse().map((axis) => ({ op: 'SPLIT', axis, factor: 2, target: AxisType.UPCAST }));
 }
 
 /** Threads a GPU workgroup gets from the heuristics, at most, and the LOCAL factors they try, largest first. */
