@@ -100,9 +100,13 @@ export function gridIndices(ast: UOp): UOp {
   const byId = (a: UOp, b: UOp) => a.argOf(Ops.RANGE).id - b.argOf(Ops.RANGE).id;
   const global = rangesOfType(ast, AxisType.GLOBAL).sort(byId);
   specials(global, 'gidx', to, fitsOuterDims(global) ? DIMS : 1);
-  // a GROUP_REDUCE axis is a thread of the group too
+  // a GROUP_REDUCE axis is a thread of the group too; a WARP axis (TC's lanes) is dimension 0 whole, so that its
+  // 32 threads are the consecutive thread ids a warp is made of
   specials(
-    [...rangesOfType(ast, AxisType.LOCAL), ...rangesOfType(ast, AxisType.GROUP_REDUCE)].sort(byId),
+    [
+      ...[...rangesOfType(ast, AxisType.LOCAL), ...rangesOfType(ast, AxisType.GROUP_REDUCE)].sort(byId),
+      ...rangesOfType(ast, AxisType.WARP),
+    ],
     'lidx',
     to,
   );

@@ -17,6 +17,7 @@ import { handCodedOpts } from './opt/heuristic.ts';
 import { applyOpts, CPU_TARGET, type Opt, type Target } from './opt/opts.ts';
 import { lowerVectors } from './vectors.ts';
 import { widenSums } from './wide-sums.ts';
+import { accumulateInWmma } from './wmma.ts';
 
 export interface LoweredKernel {
   name: string;
@@ -97,7 +98,8 @@ export interface LowerOptions {
 }
 
 /** The kernel expanded with its innermost UPCAST as vector lanes, or why it cannot be. */
-function expandLanes(ast: UOp): UOp | string {
+function expandLanes(ast: UOp, tensorCores: boolean): UOp | string {
+  if (tensorCores) return "a WMMA's operands are vectors already";
   const lanes = laneRange(ast);
   if (lanes === undefined) return 'no UPCAST of 2, 4, 8 or 16 elements';
   try {
@@ -121,11 +123,14 @@ export function lowerKernel(ast: UOp, opts: LowerOptions = {}): LoweredKernel {
   if (target.grid !== undefined) k = groupReduces(k);
   const named = k; // named after the loops that remain
   k = widenSums(k);
-  const vectorized = target.vectors ? expandLanes(k) : 'the target has no vector types';
+  // TC is the only opt that makes WMMA
+  const tensorCores = applied.some((o) => o.op === 'TC');
+  const vectorized = target.vectors ? expandLanes(k, tensorCores) : 'the target has no vector types';
   if (typeof vectorized === 'string' && DEBUG.value >= 4)
     console.log(`${kernelName(named)}: scalar copies: ${vectorized}`);
   k = typeof vectorized === 'string' ? expandRanges(k) : vectorized;
   k = reduceToAccumulators(k);
+  if (tensorCores) k = accumulateInWmma(k);
   if (target.grid !== undefined) k = gridIndices(k);
   const linear = linearize(k);
   verifyStage(linear, 'linear');

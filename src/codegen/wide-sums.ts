@@ -39,7 +39,8 @@ interface Ctx {
 }
 
 function widen(r: UOp, ctx: Ctx): UOp | undefined {
-  if (r.dtype !== dtypes.float32 || r.argOf(Ops.REDUCE).op !== Ops.ADD) return undefined;
+  if (r.dtype !== dtypes.float32 || r.argOf(Ops.REDUCE).op !== Ops.ADD || r.src[0]!.op === Ops.WMMA)
+    return undefined;
   const [value, ...ranges] = r.src as [UOp, ...UOp[]];
   const loops = ranges.filter((x) => x.argOf(Ops.RANGE).type === AxisType.REDUCE);
   if (chainLength(loops) <= CHUNK || !streams(r)) return undefined;

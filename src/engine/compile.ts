@@ -1,7 +1,7 @@
 // The program stage: a kernel's AST is optimized and lowered (src/codegen), rendered for its device and
 // compiled, once per kernel content, device and opts in force.
 import { lowerKernel } from '../codegen/index.ts';
-import { NOOPT } from '../codegen/opt/heuristic.ts';
+import { ALLOW_TF32, NOOPT, TC, TC_OPT } from '../codegen/opt/heuristic.ts';
 import { CPU_TARGET, printOpts, type Target } from '../codegen/opt/opts.ts';
 import { BEAM, beamSearch } from '../codegen/opt/search.ts';
 import { DEBUG } from '../helpers.ts';
@@ -27,18 +27,19 @@ const RENDERERS: Record<KernelLanguage, (name: string, linear: UOp) => string> =
 const READABLE: Partial<Record<KernelLanguage, (name: string, linear: UOp) => string>> = { SIMT: renderCUDA };
 
 /** What the kernel optimizer may use on a device. */
-const targetOf = (backend: Backend): Target => ({
+export const targetOf = (backend: Backend): Target => ({
   ...CPU_TARGET,
   threads: backend.threads(),
   vectors: backend.vectorTypes(),
   registers: backend.registers(),
   vectorBytes: backend.vectorBytes(),
   grid: backend.workgroups(),
+  tensorCores: backend.tensorCores(),
 });
 
 /** What decides the opts a kernel gets on a device and which constants lift, for the program and plan caches' keys. */
 export const optsKey = (backend: Backend) =>
-  `${NOOPT.value}|${BEAM.value}|${LIFT.value}|${backend.threads()}`;
+  `${NOOPT.value}|${BEAM.value}|${LIFT.value}|${backend.threads()}|${TC.value}${TC_OPT.value}${ALLOW_TF32.value}`;
 
 export interface Compiled {
   program: Program;

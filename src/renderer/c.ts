@@ -54,10 +54,6 @@ function intLiteral(v: number | bigint | boolean, d: DType, indexType: string): 
   return n < 0n ? `(${n}${suffix})` : `${n}${suffix}`;
 }
 
-/** A vector's address in a buffer, marked aligned to the vector's size where it is. */
-const address = (buf: string, index: string, aligned: boolean, type: string) =>
-  aligned ? `__builtin_assume_aligned(${buf}+${index}, sizeof(${type}))` : `${buf}+${index}`;
-
 /** The unsigned type of the same width (shifts of negative values are defined there). */
 const UNSIGNED: Record<string, string> = { int: 'unsigned int', 'long long': 'unsigned long long' };
 
@@ -88,25 +84,95 @@ interface Dialect {
   prelude: string;
   /** Workgroups; LOCAL buffers are declared as the dialect's shared arrays of the C element type. */
   gpu?: Omit<GpuLanguage, 'local'>;
+  /** Bytes every buffer's start is aligned to (vector loads at multiples of their size are aligned). */
+  alignment: number;
+  /** How vectors are written: GCC's vector extensions (C), or CUDA's C++ (a struct of lanes, see CUDA_VECTORS). */
+  vectors: VectorDialect;
 }
+
+/** The vector constructs that differ between GCC's C and CUDA's C++. */
+interface VectorDialect {
+  typedef(name: string, element: string, lanes: number, bytes: number): string;
+  /** A vector of the given lanes. */
+  of(type: string, parts: readonly string[]): string;
+  /** Whether a cast converts whole vectors and MAX/EXP2 have vector helpers (else they are computed lane by lane). */
+  wholeOps: boolean;
+  read(type: string, address: string, aligned: boolean): string;
+  write(type: string, address: string, value: string, aligned: boolean): string;
+}
+
+/** A vector's address in a buffer, marked aligned to the vector's size where it is. */
+const assumeAligned = (at: string, aligned: boolean, type: string) =>
+  aligned ? `__builtin_assume_aligned(${at}, sizeof(${type}))` : at;
+
+const GCC_VECTORS: VectorDialect = {
+  typedef: (name, element, _lanes, bytes) =>
+    `typedef ${element} ${name} __attribute__((vector_size(${bytes})));`,
+  of: (t, parts) => `((${t}){${parts.join(', ')}})`,
+  wholeOps: true,
+  // memcpy: gcc makes it one vector move, aligned where the address is (assume_aligned says so)
+  read: (t, at, aligned) =>
+    `__extension__({ ${t} v_; __builtin_memcpy(&v_, ${assumeAligned(at, aligned, t)}, sizeof v_); v_; })`,
+  write: (t, at, value, aligned) =>
+    `{ ${t} v_ = ${value}; __builtin_memcpy(${assumeAligned(at, aligned, t)}, &v_, sizeof v_); }`,
+};
+
+// CUDA C++ has no vector arithmetic (float4 is a struct without operators) and nvcc no vector_size: a vector is
+// a struct of lanes whose operators work lane by lane, aligned to its size up to 16 bytes so that an aligned
+// load or store of one is a single ld/st.v2/v4; an unaligned one moves lane by lane (a GPU faults on it).
+const CUDA_VECTOR_PRELUDE = `
+template <typename T> struct tg_id { typedef T type; };
+template <typename T, int N> struct alignas(sizeof(T) * N > 16 ? 16 : sizeof(T) * N) tg_vec {
+  T v[N];
+  __device__ T &operator[](int i) { return v[i]; }
+  __device__ const T &operator[](int i) const { return v[i]; }
+};
+#define TG_VEC_OP(op) \
+  template <typename T, int N> __device__ inline tg_vec<T, N> operator op(tg_vec<T, N> a, tg_vec<T, N> b) { \
+    tg_vec<T, N> r; for (int i = 0; i < N; i++) r[i] = a[i] op b[i]; return r; } \
+  template <typename T, int N> __device__ inline tg_vec<T, N> operator op(tg_vec<T, N> a, typename tg_id<T>::type b) { \
+    tg_vec<T, N> r; for (int i = 0; i < N; i++) r[i] = a[i] op b; return r; } \
+  template <typename T, int N> __device__ inline tg_vec<T, N> operator op(typename tg_id<T>::type a, tg_vec<T, N> b) { \
+    tg_vec<T, N> r; for (int i = 0; i < N; i++) r[i] = a op b[i]; return r; }
+TG_VEC_OP(+) TG_VEC_OP(-) TG_VEC_OP(*) TG_VEC_OP(/)
+template <typename T, int N> __device__ inline tg_vec<T, N> operator-(tg_vec<T, N> a) {
+  tg_vec<T, N> r; for (int i = 0; i < N; i++) r[i] = -a[i]; return r; }`;
+
+const CUDA_VECTORS: VectorDialect = {
+  typedef: (name, element, lanes) => `typedef tg_vec<${element}, ${lanes}> ${name};`,
+  of: (t, parts) => `${t}{${parts.join(', ')}}`,
+  wholeOps: false,
+  read: (t, at) => `(*(const ${t}*)(${at}))`,
+  write: (t, at, value) => `*(${t}*)(${at}) = ${value};`,
+};
 
 function cLanguage(indexType: string, dialect: Dialect = C_DIALECT): Language {
   /** Vector typedefs the kernel uses, by name. */
   const vectorTypes = new Map<string, string>();
   const vectorType = (d: DType, lanes: number): string => {
-    const name = `tg_${type(d).replace(/ /g, '_')}${lanes}`;
+    const name = `tg_${type(d).replace(/^tg_/, '').replace(/ /g, '_')}${lanes}`;
     if (!vectorTypes.has(name)) {
       const bytes = lanes * d.itemsize;
-      vectorTypes.set(name, `typedef ${type(d)} ${name} __attribute__((vector_size(${bytes})));`);
+      vectorTypes.set(name, dialect.vectors.typedef(name, type(d), lanes, bytes));
     }
     return name;
   };
   /** Vector functions the kernel uses (MAX, float EXP2: see vectorHelper), by name, after the typedefs. */
   const helpers = new Map<string, string>();
+  /** A tensor core's instruction as a call of a function defined on first use (CUDA: mma.sync, see WMMA_PTX). */
+  const wmma = (u: UOp, a: readonly string[]): string => {
+    const { name } = u.argOf(Ops.WMMA);
+    const fn = `tg_${name}`;
+    if (!helpers.has(fn)) {
+      const [ta, tb, tc] = u.src.map((s) => vectorType(s.dtype, s.lanes)) as [string, string, string];
+      helpers.set(fn, wmmaFunction(fn, u, ta, tb, tc));
+    }
+    return `${fn}(${a.join(', ')})`;
+  };
   /** The name of a vector function computing u, defined on first use; undefined: u is computed per lane. */
   const vectorHelper = (u: UOp): string | undefined => {
     const lanes = u.lanes;
-    if (u.op === Ops.EXP2 && u.dtype !== dtypes.float32) return undefined;
+    if (!dialect.vectors.wholeOps || (u.op === Ops.EXP2 && u.dtype !== dtypes.float32)) return undefined;
     if (u.op !== Ops.MAX && u.op !== Ops.EXP2) return undefined;
     const t = vectorType(u.dtype, lanes);
     const name = `tg_${u.op === Ops.MAX ? 'max' : 'exp2'}_${t}`;
@@ -216,7 +282,7 @@ function cLanguage(indexType: string, dialect: Dialect = C_DIALECT): Language {
   /** A vector op: C's operator when it has one (a scalar operand spreads over the lanes), else lane by lane. */
   const vectorExpr = (u: UOp, a: readonly string[]): string => {
     if (VECTOR_OPERATORS.has(u.op)) return expr(u, a);
-    if (u.op === Ops.CAST && u.src[0]!.lanes > 1)
+    if (u.op === Ops.CAST && u.src[0]!.lanes > 1 && dialect.vectors.wholeOps)
       return `__builtin_convertvector(${a[0]}, ${vectorType(u.dtype, u.lanes)})`;
     const lanes = u.lanes;
     const helper = vectorHelper(u);
@@ -230,7 +296,7 @@ function cLanguage(indexType: string, dialect: Dialect = C_DIALECT): Language {
         a.map((x, i) => (u.src[i]!.lanes > 1 ? `${x}[${j}]` : x)),
       ),
     );
-    return `((${vectorType(u.dtype, lanes)}){${parts.join(', ')}})`;
+    return dialect.vectors.of(vectorType(u.dtype, lanes), parts);
   };
   return {
     name: dialect.name,
@@ -243,7 +309,14 @@ function cLanguage(indexType: string, dialect: Dialect = C_DIALECT): Language {
     },
     ...(dialect.gpu === undefined
       ? {}
-      : { gpu: { ...dialect.gpu, local: (n, d, size) => `__shared__ ${storage(d)} ${n}[${size}];` } }),
+      : {
+          // aligned as a vector, which may load or store it whole
+          gpu: {
+            ...dialect.gpu,
+            local: (n, d, size) => `__shared__ __align__(16) ${storage(d)} ${n}[${size}];`,
+          },
+          wmma,
+        }),
     constant: (v, d) => {
       if (!d.isFloat) return intLiteral(v, d, indexType);
       const literal = floatLiteral(Number(v), d);
@@ -267,17 +340,24 @@ function cLanguage(indexType: string, dialect: Dialect = C_DIALECT): Language {
     loopClose: '}',
     when: (gate, statement) => `if (${gate}) ${statement}`,
     vector: {
-      alignment: HOST_BUFFER_ALIGN,
-      // memcpy: gcc makes it one vector move, aligned where the address is (assume_aligned says so)
+      alignment: dialect.alignment,
       read: (buf, index, d, lanes, aligned) => {
-        const t = vectorType(d, lanes);
-        return `__extension__({ ${t} v_; __builtin_memcpy(&v_, ${address(buf, index, aligned, t)}, sizeof v_); v_; })`;
+        if (!aligned && !dialect.vectors.wholeOps)
+          return dialect.vectors.of(
+            vectorType(d, lanes),
+            Array.from({ length: lanes }, (_, j) => `${buf}[${index}+${j}]`),
+          );
+        return dialect.vectors.read(vectorType(d, lanes), `${buf}+${index}`, aligned);
       },
       write: (buf, index, value, d, lanes, aligned) => {
-        const t = vectorType(d, lanes);
-        return `{ ${t} v_ = ${value}; __builtin_memcpy(${address(buf, index, aligned, t)}, &v_, sizeof v_); }`;
+        if (!aligned && !dialect.vectors.wholeOps) {
+          const v = `v_${lanes}`;
+          const parts = Array.from({ length: lanes }, (_, j) => `${buf}[${index}+${j}] = ${v}[${j}];`);
+          return `{ ${vectorType(d, lanes)} ${v} = ${value}; ${parts.join(' ')} }`;
+        }
+        return dialect.vectors.write(vectorType(d, lanes), `${buf}+${index}`, value, aligned);
       },
-      of: (d, parts) => `((${vectorType(d, parts.length)}){${parts.join(', ')}})`,
+      of: (d, parts) => dialect.vectors.of(vectorType(d, parts.length), parts),
       lane: (v, j) => `${v}[${j}]`,
     },
   };
@@ -310,6 +390,54 @@ static inline unsigned short tg_float_to_bf16(float f) {
   return (unsigned short)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
 }
 static inline float tg_bf16_round(float f) { return tg_bf16_to_float(tg_float_to_bf16(f)); }`;
+
+// mma.sync takes A and B in 32-bit registers: two float16 or bfloat16 values each (the lower-numbered element in
+// the low half), or one tf32 (a float32 rounded to 10 bits of mantissa by cvt.rna); C and D are float32 registers
+const WMMA_PTX: Record<
+  string,
+  { type: string; perRegister: number; pack: (x: string, y: string) => string }
+> = {
+  float16: {
+    type: 'f16',
+    perRegister: 2,
+    pack: (x, y) => `((unsigned)__half_as_ushort(${x}) | ((unsigned)__half_as_ushort(${y}) << 16))`,
+  },
+  bfloat16: {
+    type: 'bf16',
+    perRegister: 2,
+    pack: (x, y) => `((unsigned)tg_float_to_bf16(${x}) | ((unsigned)tg_float_to_bf16(${y}) << 16))`,
+  },
+  float32: { type: 'tf32', perRegister: 1, pack: (x) => `tg_tf32(${x})` },
+};
+
+/** A device function running one tensor core instruction: D = A * B + C for the warp, as inline PTX. */
+function wmmaFunction(fn: string, u: UOp, ta: string, tb: string, tc: string): string {
+  const { dims, dtypeIn } = u.argOf(Ops.WMMA);
+  const [n, m, k] = dims;
+  const ptx = WMMA_PTX[dtypeIn.name];
+  if (ptx === undefined) throw new Error(`render CUDA: no mma.sync for ${dtypeIn.name} inputs (${fn})`);
+  const registers = (v: string, lanes: number) =>
+    Array.from({ length: lanes / ptx.perRegister }, (_, r) =>
+      ptx.pack(`${v}[${r * ptx.perRegister}]`, `${v}[${r * ptx.perRegister + 1}]`),
+    );
+  const [a, b] = [registers('a', u.src[0]!.lanes), registers('b', u.src[1]!.lanes)];
+  const d = u.lanes;
+  let next = 0;
+  const operands = (count: number) => `{${Array.from({ length: count }, () => `%${next++}`).join(', ')}}`;
+  const [dOps, aOps, bOps] = [operands(d), operands(a.length), operands(b.length)];
+  const outputs = Array.from({ length: d }, (_, i) => `"+f"(c[${i}])`).join(', ');
+  const inputs = [...a, ...b].map((r) => `"r"(${r})`).join(', ');
+  const tf32 =
+    ptx.type === 'tf32'
+      ? '  auto tg_tf32 = [](float x) { unsigned r; asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x)); return r; };\n'
+      : '';
+  return `static __device__ inline ${tc} ${fn}(${ta} a, ${tb} b, ${tc} c) {
+${tf32}  asm volatile("mma.sync.aligned.m${m}n${n}k${k}.row.col.f32.${ptx.type}.${ptx.type}.f32 ${dOps}, ${aOps}, ${bOps}, ${dOps};"
+    : ${outputs}
+    : ${inputs});
+  return c;
+}`;
+}
 
 /** max(a, b) of vectors as the scalar MAX computes it (NaN in a gives NaN), one compare and a blend. */
 const vectorMax = (name: string, t: string, mask: string) => `static inline ${t} ${name}(${t} a, ${t} b) {
@@ -372,6 +500,8 @@ const C_DIALECT: Dialect = {
   bitcast: (x, from, to) =>
     `__extension__({ ${from} s_ = ${x}; ${to} t_; __builtin_memcpy(&t_, &s_, sizeof t_); t_; })`,
   prelude: PRELUDE,
+  vectors: GCC_VECTORS,
+  alignment: HOST_BUFFER_ALIGN,
 };
 
 /** The index type: int where every index fits. */
@@ -395,7 +525,7 @@ static __device__ inline void tg_memcpy(void* d, const void* s, unsigned long lo
 template <class T, class F> static __device__ inline T tg_bitcast(F f) { T t; tg_memcpy(&t, &f, sizeof t); return t; }
 ${PRELUDE.replace('#include <math.h>', '')
   .replace(HALF, '\ntypedef half tg_half;')
-  .replaceAll('static inline', 'static __device__ inline')}`;
+  .replaceAll('static inline', 'static __device__ inline')}${CUDA_VECTOR_PRELUDE}`;
 const AXES = 'xyz';
 
 /** The sizes of a kernel's grid (gidx) and of its workgroups (lidx), x y z: 1 where a dimension is unused. */
@@ -434,6 +564,9 @@ export function renderCUDA(name: string, linear: UOp): string {
     halfMul: '__hmul_rn',
     bitcast: (x, from, to) => `tg_bitcast<${to}, ${from}>(${x})`,
     prelude: CUDA_PRELUDE,
+    vectors: CUDA_VECTORS,
+    // cudaMalloc's allocations are aligned to 256 bytes; 16 is the widest load (float4)
+    alignment: 16,
     gpu: {
       special: (n) => `${n.startsWith('g') ? 'blockIdx' : 'threadIdx'}.${AXES[Number(n.at(-1))]}`,
       barrier: '__syncthreads();',

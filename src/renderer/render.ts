@@ -34,6 +34,8 @@ export interface Language {
   readonly vector?: VectorLanguage;
   /** Workgroups, on GPUs (kernels lowered for a target with a grid, src/codegen/grid.ts). */
   readonly gpu?: GpuLanguage;
+  /** A tensor core's D = A * B + C on rendered vector operands, on targets that have tensor cores. */
+  wmma?(u: UOp, args: readonly string[]): string;
 }
 
 export interface GpuLanguage {
@@ -247,6 +249,14 @@ export function render(lang: Language, name: string, linear: UOp): string {
       case Ops.BARRIER:
         emit(gpu().barrier);
         continue;
+      case Ops.WMMA: {
+        if (lang.wmma === undefined)
+          throw new Error(`render ${lang.name}: the target has no tensor cores (${u.argOf(Ops.WMMA).name})`);
+        const n = fresh('wmma');
+        names.set(u, n);
+        emit(lang.declare(n, u.dtype, lang.wmma(u, u.src.map(ref)), u.lanes));
+        continue;
+      }
       case Ops.IF:
         emit(`if (${ref(u.src[0]!)}) {`);
         depth++;

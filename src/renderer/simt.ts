@@ -3,11 +3,8 @@
 import type { ConstValue } from '../dtype.ts';
 import { AddrSpace } from '../dtype.ts';
 import type { SimtArg, SimtInstruction, SimtProgram } from '../runtime/simt.ts';
-import { ALU, Ops, opName } from '../uop/ops.ts';
+import { Ops, opName } from '../uop/ops.ts';
 import type { UOp } from '../uop/uop.ts';
-
-/** Ops whose result is a value (a vector of several lanes in a kernel with vector types). */
-const VALUES = new Set([...ALU, Ops.LOAD, Ops.STACK, Ops.BITCAST]);
 
 /** What JSON cannot hold (bigints, infinities, NaN, -0) travels as a string: digits, `Infinity`, `-0`. */
 const constant = (v: ConstValue) =>
@@ -34,8 +31,15 @@ function argOf(u: UOp): SimtArg | undefined {
       return { name: u.argOf(Ops.SPECIAL) };
     case Ops.RANGE:
       return { id: u.argOf(Ops.RANGE).id };
+    case Ops.VCONST:
+      return { values: u.argOf(Ops.VCONST).values.map(constant) };
+    case Ops.WMMA:
+      return { tensorCore: u.argOf(Ops.WMMA).name, lanes: u.lanes };
+    case Ops.STACK:
+      // an index STACK is a shape, not a value
+      return u.dtype.name === 'index' ? undefined : { lanes: u.lanes };
     default:
-      return undefined;
+      return u.lanes > 1 ? { lanes: u.lanes } : undefined;
   }
 }
 
@@ -44,10 +48,6 @@ export function renderSIMT(name: string, linear: UOp): string {
   const position = new Map<UOp, number>();
   const instructions: SimtInstruction[] = [];
   for (const u of linear.src) {
-    if (u.lanes > 1 && VALUES.has(u.op) && u.dtype.name !== 'index')
-      throw new Error(
-        `render SIMT: vector values are not supported yet (${opName(u.op)} of ${u.lanes} lanes)`,
-      );
     position.set(u, instructions.length);
     const src = u.src.map((s) => {
       const p = position.get(s);

@@ -3,6 +3,7 @@
 import type { Ops } from '../uop/ops.ts';
 import type { Allocator } from './allocator.ts';
 import type { DeviceBuffer } from './buffer.ts';
+import type { TensorCore } from './tensor-cores.ts';
 
 /** The device kinds; a device name is a kind, optionally with an index (`CPU:1`). */
 export type DeviceKind = 'CPU' | 'CUDA' | 'DISK' | 'JS' | 'NULL' | 'SIMT';
@@ -68,6 +69,11 @@ export abstract class Backend {
   /** Whether its kernels have vector types, so the optimizer may give them lanes. */
   vectorTypes(): boolean {
     return true;
+  }
+
+  /** Its warp-level matrix multiply instructions (src/runtime/tensor-cores.ts), which the TC opt uses; none by default. */
+  tensorCores(): readonly TensorCore[] {
+    return [];
   }
 
   /** Whether a big matmul should read its right operand in panels (one copy, as BLAS packs): pays with caches. */

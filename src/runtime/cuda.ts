@@ -34,6 +34,7 @@ import {
 import { CUDAGraph } from './cuda-graph.ts';
 import { cachedEntryBody, isCached, withCachedFile } from './diskcache.ts';
 import { compileInWorkers } from './nvrtc-workers.ts';
+import { NVIDIA_TENSOR_CORES, type TensorCore } from './tensor-cores.ts';
 
 /** 1: a JIT's replays on CUDA run as one CUDA graph (0: a launch per kernel). */
 export const JIT_GRAPH = new ContextVar<number>('JIT_GRAPH', 1);
@@ -172,8 +173,14 @@ export class CUDABackend extends Backend {
     return { maxThreads: this.gpu.maxThreads, localBytes: Math.min(this.gpu.sharedBytes, 48 * 1024) };
   }
 
-  override vectorTypes(): boolean {
-    return false;
+  // float4-style loads and stores: 16 bytes is the widest a thread moves at once
+  override vectorBytes(): number {
+    return 16;
+  }
+
+  // mma.sync's shapes from Ampere (sm_80) on
+  override tensorCores(): readonly TensorCore[] {
+    return Number(this.gpu.arch.slice(3)) >= 80 ? NVIDIA_TENSOR_CORES : [];
   }
 
   override compilerKey(): string {

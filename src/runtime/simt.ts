@@ -1,9 +1,10 @@
 // The SIMT device: an emulated GPU in JavaScript, so that GPU-style kernels (workgroups of threads, SPECIAL
-// indices, LOCAL memory, BARRIER, IF/ENDIF) run and are checked in CI without a GPU. The threads of a workgroup
-// step through the LINEAR program together, one instruction at a time for all of them, as a GPU's do; an IF
-// masks the threads whose gate is false. It checks what a GPU leaves undefined: loads and stores outside a
-// buffer, a BARRIER that not every thread of the group reaches, loop bounds that differ between threads, and
-// races on LOCAL memory: a thread reading or writing an element another thread wrote or read since the last
+// indices, LOCAL memory, BARRIER, IF/ENDIF, vector values, WMMA) run and are checked in CI without a GPU. The
+// threads of a workgroup step through the LINEAR program together, one instruction at a time for all of them, as a
+// GPU's do; an IF masks the threads whose gate is false; a WMMA gathers its operands from the 32 lanes of each warp
+// by the tensor core's documented layout. It checks what a GPU leaves undefined: loads and stores outside a
+// buffer, a BARRIER or WMMA that not every thread of the group reaches, loop bounds that differ between threads,
+// and races on LOCAL memory: a thread reading or writing an element another thread wrote or read since the last
 // BARRIER (threads of a real GPU run in any order between barriers).
 import {
   type AddrSpace,
@@ -21,6 +22,7 @@ import { Ops } from '../uop/ops.ts';
 import { HostAllocator } from './allocator.ts';
 import { Backend, checkBuffers, type KernelLanguage, type Program, secondsSince } from './backend.ts';
 import type { DeviceBuffer } from './buffer.ts';
+import { elementsOf, NVIDIA_TENSOR_CORES, positionOf, roundTF32, type TensorCore } from './tensor-cores.ts';
 
 // what src/renderer/simt.ts writes
 /** One instruction: its op's name, dtype name, the positions of its sources in the list, and its arg. */
@@ -29,7 +31,12 @@ export type SimtArg =
   | { value: string | number | boolean }
   | { slot: number; dtype: string; addrspace: AddrSpace; size: number }
   | { name: string }
-  | { id: number };
+  | { id: number }
+  /** A vector value: each thread holds `lanes` elements. */
+  | { lanes: number }
+  | { values: (string | number | boolean)[] }
+  /** A warp-level multiply by the named tensor core (one of SIMTBackend's tensorCores()). */
+  | { tensorCore: string; lanes: number };
 
 export interface SimtProgram {
   name: string;
@@ -54,15 +61,20 @@ export class SIMTBackend extends Backend {
     return { maxThreads: 256, localBytes: 48 * 1024 };
   }
 
-  // the emulator steps scalar instructions (vector loads come with the GPU renderers)
-  override vectorTypes(): boolean {
-    return false;
+  // as CUDA's widest load (float4): each thread's vectors
+  override vectorBytes(): number {
+    return 16;
+  }
+
+  override tensorCores(): readonly TensorCore[] {
+    return NVIDIA_TENSOR_CORES;
   }
 }
 
 type V = ConstValue;
-/** One value per thread of the workgroup. */
+/** One value per thread of the workgroup (for a vector value, each is an array of its lanes). */
 type Lanes = V[];
+const lanesOf = (x: Lanes, t: number) => x[t] as unknown as V[];
 
 /** An instruction, decoded once at compile time. */
 interface Step {
@@ -76,6 +88,13 @@ interface Step {
   memory?: { slot: number; dtype: DType; space: 'GLOBAL' | 'LOCAL' | 'REG'; size: number; plain: boolean };
   /** The op on plain numbers, where its dtype has a fast form; else execAlu computes it. */
   fast?: Fast;
+  /** Elements of a vector value per thread; 1 for a scalar. */
+  lanes: number;
+  /** A VCONST's values. */
+  vector?: V[];
+  /** An INDEX of a vector value (not of memory): the lane it reads. */
+  lane?: number;
+  tensorCore?: TensorCore;
 }
 
 // Fast forms of the commonest ops, computing exactly what execAlu does (src/uop/alu.ts) without its generality:
@@ -163,10 +182,22 @@ function decode(name: string, [op, dtype, src, arg]: SimtInstruction, steps: rea
   const d = dtypeByName(dtype);
   const first = src[0] === undefined ? undefined : steps[src[0]];
   const operand = code === Ops.WHERE ? d : (first?.dtype ?? d);
-  const step: Step = { op: code, dtype: d, src, operand, fast: FAST.get(operand)?.[code] };
-  if (arg !== undefined && 'value' in arg)
-    step.value =
-      typeof arg.value !== 'string' ? arg.value : d.isFloat ? Number(arg.value) : BigInt(arg.value);
+  const step: Step = { op: code, dtype: d, src, operand, fast: FAST.get(operand)?.[code], lanes: 1 };
+  const parse = (v: string | number | boolean): V =>
+    typeof v !== 'string' ? v : d.isFloat ? Number(v) : BigInt(v);
+  if (arg !== undefined && 'value' in arg) step.value = parse(arg.value);
+  if (arg !== undefined && 'lanes' in arg) step.lanes = arg.lanes;
+  if (arg !== undefined && 'values' in arg) {
+    step.vector = arg.values.map(parse);
+    step.lanes = arg.values.length;
+  }
+  if (arg !== undefined && 'tensorCore' in arg) {
+    const tc = NVIDIA_TENSOR_CORES.find((x) => x.name === arg.tensorCore);
+    if (tc === undefined) throw new Error(`SIMT: kernel ${name}: no tensor core ${arg.tensorCore}`);
+    step.tensorCore = tc;
+  }
+  if (code === Ops.INDEX && first !== undefined && !isBuffer(first, steps))
+    step.lane = Number(steps[src[1]!]!.value);
   if (arg !== undefined && 'slot' in arg) {
     const stored = dtypeByName(arg.dtype);
     step.memory = {
@@ -186,6 +217,13 @@ function decode(name: string, [op, dtype, src, arg]: SimtInstruction, steps: rea
     step.special = { kind: m[1] as 'gidx' | 'lidx', dim: Number(m[2]) };
   }
   return step;
+}
+
+/** Whether step s is a buffer (a PARAM with memory, possibly behind AFTERs). */
+function isBuffer(s: Step, steps: readonly Step[]): boolean {
+  let x = s;
+  while (x.op === Ops.AFTER) x = steps[x.src[0]!]!;
+  return x.memory !== undefined;
 }
 
 /** The grid: workgroups per dimension (gidx bounds) and threads per workgroup (lidx bounds). */
@@ -300,7 +338,8 @@ class SIMTProgram implements Program {
         memory.set(bufPc, data);
         if (mem.space === 'LOCAL') hazards.set(bufPc, newHazards(mem.size));
       }
-      return { mem, data, idx: values[ix.src[1]!]!, hazard: hazards.get(bufPc) };
+      const width = steps[ix.src[1]!]!.lanes;
+      return { mem, data, idx: values[ix.src[1]!]!, width, hazard: hazards.get(bufPc) };
     };
     /** Element i of a buffer for thread t; accumulators live per thread. */
     const address = (mem: NonNullable<Step['memory']>, i: V, t: number, pc: number): number => {
@@ -321,10 +360,8 @@ class SIMTProgram implements Program {
           values[pc] = uniform(s.value!);
           continue;
         case Ops.PARAM:
-        case Ops.STACK:
         case Ops.GROUP:
         case Ops.AFTER:
-        case Ops.INDEX:
           continue;
         case Ops.SPECIAL: {
           const { kind, dim } = s.special!;
@@ -332,39 +369,72 @@ class SIMTProgram implements Program {
             kind === 'gidx' ? uniform(group[dim]!) : Array.from({ length: count }, (_, t) => lid(t, dim));
           continue;
         }
+        case Ops.VCONST:
+          values[pc] = uniform(s.vector as unknown as V);
+          continue;
+        case Ops.STACK:
+          // an index STACK is a shape; a STACK of values is a vector
+          if (s.dtype !== dtypes.index)
+            values[pc] = Array.from(
+              { length: count },
+              (_, t) => s.src.map((k) => values[k]![t]!) as unknown as V,
+            );
+          continue;
+        case Ops.INDEX:
+          if (s.lane !== undefined) {
+            const v = arg(0);
+            values[pc] = Array.from({ length: count }, (_, t) => lanesOf(v, t)[s.lane!]!);
+          }
+          continue;
         case Ops.LOAD: {
-          const { mem, data, idx, hazard } = place(s.src[0]!);
+          const { mem, data, idx, width, hazard } = place(s.src[0]!);
           const alt = s.src.length === 3 ? arg(1) : undefined;
+          const altLanes = s.src.length === 3 && steps[s.src[1]!]!.lanes > 1;
           const gate = s.src.length === 3 ? arg(2) : undefined;
+          const read = (i: V, t: number, off: boolean, j: number): V => {
+            if (off) return (altLanes ? lanesOf(alt!, t)[j] : alt?.[t]) ?? 0;
+            const at = address(mem, i, t, pc);
+            if (mem.space === 'REG') return (data as V[])[at]!;
+            if (hazard !== undefined) this.noteRead(hazard, at, t, epoch, pc);
+            return mem.plain ? (data as StorageArray)[at]! : readElement(mem.dtype, data as StorageArray, at);
+          };
           const out = new Array<V>(count);
           for (let t = 0; t < count; t++) {
-            if (!mask[t] || (gate !== undefined && !gate[t])) out[t] = alt?.[t] ?? 0;
-            else if (mem.space === 'REG') out[t] = (data as V[])[address(mem, idx[t]!, t, pc)]!;
-            else {
-              const at = address(mem, idx[t]!, t, pc);
-              if (hazard !== undefined) this.noteRead(hazard, at, t, epoch, pc);
-              out[t] = mem.plain
-                ? (data as StorageArray)[at]!
-                : readElement(mem.dtype, data as StorageArray, at);
-            }
+            const off = !mask[t] || (gate !== undefined && !gate[t]);
+            out[t] =
+              width > 1
+                ? (lanesOf(idx, t).map((i, j) => read(i, t, off, j)) as unknown as V)
+                : read(idx[t]!, t, off, 0);
           }
           values[pc] = out;
           continue;
         }
         case Ops.STORE: {
-          const { mem, data, idx, hazard } = place(s.src[0]!);
+          const { mem, data, idx, width, hazard } = place(s.src[0]!);
           const value = arg(1);
           const gate = s.src.length === 3 ? arg(2) : undefined;
+          const write = (i: V, v: V, t: number) => {
+            const at = address(mem, i, t, pc);
+            if (hazard !== undefined) this.noteWrite(hazard, at, t, epoch, pc);
+            if (mem.space === 'REG') (data as V[])[at] = v;
+            else if (mem.plain) (data as StorageArray)[at] = v as number;
+            else writeElement(mem.dtype, data as StorageArray, at, v);
+          };
           for (let t = 0; t < count; t++) {
             if (!mask[t] || (gate !== undefined && !gate[t])) continue;
-            const at = address(mem, idx[t]!, t, pc);
-            if (hazard !== undefined) this.noteWrite(hazard, at, t, epoch, pc);
-            if (mem.space === 'REG') (data as V[])[at] = value[t]!;
-            else if (mem.plain) (data as StorageArray)[at] = value[t] as number;
-            else writeElement(mem.dtype, data as StorageArray, at, value[t]!);
+            if (width === 1) write(idx[t]!, value[t]!, t);
+            else {
+              const [at, v] = [lanesOf(idx, t), lanesOf(value, t)];
+              for (let j = 0; j < width; j++) write(at[j]!, v[j]!, t);
+            }
           }
           continue;
         }
+        case Ops.WMMA:
+          if (mask.includes(false))
+            this.fail(pc, 'a WMMA inside a branch that not every thread of the group takes');
+          values[pc] = this.wmma(pc, s.tensorCore!, arg(0), arg(1), arg(2), count);
+          continue;
         case Ops.RANGE: {
           const bound = Number(arg(0)[0]);
           if (arg(0).some((b) => Number(b) !== bound))
@@ -445,8 +515,46 @@ class SIMTProgram implements Program {
     h.writeEpoch[at] = epoch;
   }
 
+  /**
+   * D = A * B + C for every warp of the group: the lanes' elements gathered into matrices by the tensor core's
+   * layout, products in float64 (exact for float16, bfloat16 and tf32 inputs), each sum rounded to float32.
+   */
+  private wmma(pc: number, tc: TensorCore, a: Lanes, b: Lanes, c: Lanes, count: number): Lanes {
+    if (count % tc.threads !== 0)
+      this.fail(pc, `a WMMA needs whole warps of ${tc.threads} threads; the group has ${count}`);
+    const read = tc.tf32 ? roundTF32 : (x: number) => x;
+    const out = new Array<V>(count);
+    const matrix = (rows: number, cols: number) =>
+      Array.from({ length: rows }, () => new Array<number>(cols).fill(0));
+    for (let w = 0; w < count; w += tc.threads) {
+      const [A, B, C] = [matrix(tc.m, tc.k), matrix(tc.k, tc.n), matrix(tc.m, tc.n)];
+      for (let lane = 0; lane < tc.threads; lane++) {
+        const gather = (m: number[][], layout: TensorCore['a'], v: Lanes, f: (x: number) => number) => {
+          for (let i = 0; i < elementsOf(layout); i++) {
+            const [r, col] = positionOf(layout, lane, i);
+            m[r]![col] = f(Number(lanesOf(v, w + lane)[i]));
+          }
+        };
+        gather(A, tc.a, a, read);
+        gather(B, tc.b, b, read);
+        gather(C, tc.c, c, (x) => x);
+      }
+      for (let lane = 0; lane < tc.threads; lane++) {
+        const d = Array.from({ length: elementsOf(tc.c) }, (_, i) => {
+          const [r, col] = positionOf(tc.c, lane, i);
+          let sum = C[r]![col]!;
+          for (let k = 0; k < tc.k; k++) sum += A[r]![k]! * B[k]![col]!;
+          return Math.fround(sum);
+        });
+        out[w + lane] = d as unknown as V;
+      }
+    }
+    return out;
+  }
+
   /** An elementwise op for every thread; an op with no value on a thread that runs it is an error. */
   private alu(pc: number, s: Step, args: Lanes[], count: number, mask: boolean[]): Lanes {
+    if (s.lanes > 1) return this.vectorAlu(pc, s, args, count, mask);
     const out = new Array<V>(count);
     const [a, b, c] = args as [Lanes, Lanes | undefined, Lanes | undefined];
     if (s.fast !== undefined && (s.operand !== dtypes.index || args.every(safeIndices))) {
@@ -466,5 +574,15 @@ class SIMTProgram implements Program {
       } else out[t] = v;
     }
     return out;
+  }
+
+  /** A vector op: the scalar op on each lane, a scalar operand read by every lane. */
+  private vectorAlu(pc: number, s: Step, args: Lanes[], count: number, mask: boolean[]): Lanes {
+    const vector = s.src.map((k) => this.steps[k]!.lanes > 1);
+    const lane = (j: number): Lanes[] =>
+      args.map((x, k) => (vector[k] ? Array.from({ length: count }, (_, t) => lanesOf(x, t)[j]!) : x));
+    const scalar: Step = { ...s, lanes: 1 };
+    const perLane = Array.from({ length: s.lanes }, (_, j) => this.alu(pc, scalar, lane(j), count, mask));
+    return Array.from({ length: count }, (_, t) => perLane.map((l) => l[t]!) as unknown as V);
   }
 }

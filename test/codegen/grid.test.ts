@@ -84,7 +84,7 @@ describe('grid lowering', () => {
       { op: 'SPLIT', axis: 0, factor: 8, target: AxisType.LOCAL },
     ];
     expect(() => lowerKernel(kernels[0]!.ast, { target: gpu, opts })).toThrow(
-      "512 threads in a workgroup exceed the target's 256 (the LOCAL and GROUP_REDUCE axes' sizes multiply)",
+      "512 threads in a workgroup exceed the target's 256 (the LOCAL, GROUP_REDUCE and WARP axes' sizes multiply)",
     );
   });
 });

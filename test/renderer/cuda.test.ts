@@ -6,14 +6,16 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { lowerKernel } from '../../src/codegen/index.ts';
-import { CPU_TARGET, type Target } from '../../src/codegen/opt/opts.ts';
 import { dtypes } from '../../src/dtype.ts';
+import { targetOf } from '../../src/engine/compile.ts';
 import { scheduleOf } from '../../src/engine/realize.ts';
+import { Context } from '../../src/helpers.ts';
 import { renderCUDA } from '../../src/renderer/c.ts';
 import { Device } from '../../src/runtime/device.ts';
 import { Tensor } from '../../src/tensor/index.ts';
 
-const gpu: Target = { ...CPU_TARGET, threads: 1, vectors: false, grid: Device.get('SIMT').workgroups() };
+// the SIMT device's target: workgroups, vector types and NVIDIA's tensor cores (tf32 too)
+const gpu = targetOf(Device.get('SIMT'));
 
 const nvcc = (() => {
   try {
@@ -55,6 +57,17 @@ const PROGRAMS: Record<string, () => Tensor> = {
       .div(3, { roundingMode: 'floor' })
       .eq(x([12], dtypes.int32).mod(-5))
       .where(7, -1),
+  'vector elementwise': () =>
+    x([16, 64])
+      .realize()
+      .mul(x([64]).realize())
+      .add(x([16, 1]).realize())
+      .maximum(0),
+  'matmul float16 (TC)': () => x([32, 32], dtypes.float16).matmul(x([32, 16], dtypes.float16)),
+  'matmul bfloat16 (TC)': () => x([16, 32], dtypes.bfloat16).matmul(x([32, 24], dtypes.bfloat16)),
+  'matmul tf32 (TC)': () => x([32, 16]).matmul(x([16, 16])),
+  'conv float16 (TC)': () =>
+    x([1, 16, 4, 16], dtypes.float16).conv2d(x([8, 16, 3, 3], dtypes.float16), undefined, { padding: 1 }),
   'padded gather': () =>
     x([5, 6])
       .pad([
@@ -69,7 +82,7 @@ const PROGRAMS: Record<string, () => Tensor> = {
 function sources(): [string, string][] {
   return Object.entries(PROGRAMS).flatMap(([program, f]) =>
     scheduleOf([f()]).kernels.map((k, i): [string, string] => {
-      const { name, linear } = lowerKernel(k.ast, { target: gpu });
+      const { name, linear } = Context.with({ ALLOW_TF32: 1 }, () => lowerKernel(k.ast, { target: gpu }));
       const unique = `${name}_${program.replace(/\W+/g, '_')}_${i}`;
       return [unique, renderCUDA(unique, linear)];
     }),
@@ -81,9 +94,36 @@ describe('CUDA renderer', () => {
     const all = sources();
     const sum = all.find(([n]) => n.includes('big_sum'))![1];
     expect(sum).toMatch(/extern "C" __global__ void __launch_bounds__\(\d+\) r_/);
-    expect(sum).toContain('__shared__ float temp0[');
+    expect(sum).toContain('__shared__ __align__(16) float temp0[');
     expect(sum).toContain('__syncthreads();');
     expect(sum).toMatch(/int lidx0 = threadIdx\.x;/);
+  });
+
+  it('loads and stores aligned vectors whole, and computes them lane by lane through operators', () => {
+    const source = sources()
+      .filter(([n]) => n.includes('vector_elementwise'))
+      .map(([, source]) => source)
+      .join('\n');
+    expect(source).toContain('typedef tg_vec<float, 4> tg_float4;');
+    expect(source).toMatch(/tg_float4 val\d+ = \(\*\(const tg_float4\*\)\(data\d\+alu\d+\)\);/);
+    expect(source).toMatch(/\*\(tg_float4\*\)\(data0\+alu\d+\) = alu\d+;/);
+  });
+
+  it('runs tensor cores as mma.sync: float16 and bfloat16 packed in pairs, float32 through cvt.rna.tf32', () => {
+    const all = sources();
+    const of = (program: string) =>
+      all
+        .filter(([n]) => n.includes(program))
+        .map(([, source]) => source)
+        .join('\n');
+    expect(of('matmul_float16')).toContain('mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32');
+    expect(of('matmul_float16')).toContain(
+      '__half_as_ushort(a[0]) | ((unsigned)__half_as_ushort(a[1]) << 16)',
+    );
+    expect(of('matmul_bfloat16')).toContain('mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32');
+    expect(of('matmul_tf32')).toContain('mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32');
+    expect(of('matmul_tf32')).toContain('cvt.rna.tf32.f32');
+    expect(of('conv_float16')).toContain('tg_WMMA_16_8_16_float16_float32(');
   });
 
   it.skipIf(!nvcc)(

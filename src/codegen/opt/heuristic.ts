@@ -8,6 +8,11 @@ import { constSize, kernelRanges, rangeArg } from './axes.ts';
 import { applyOpts, type Opt, type Target } from './opts.ts';
 
 export const NOOPT = new ContextVar('NOOPT', 0);
+/** TC=0 keeps the heuristics from tensor cores (as tinygrad's TC); TC_OPT=2 lets them pad axes to the tile. */
+export const TC = new ContextVar('TC', 1);
+export const TC_OPT = new ContextVar('TC_OPT', 0);
+/** Tensor cores that read float32 as tf32 (10 bits of mantissa) are chosen for float32 matmuls only when asked. */
+export const ALLOW_TF32 = new ContextVar('ALLOW_TF32', 0);
 
 /** Reduce loops at least this long are unrolled by UNROLL_BY, so the sum of each step's copies overlaps the next. */
 const UNROLL_FROM = 16;
@@ -264,6 +269,48 @@ function threads(ast: UOp, target: Target): Opt[] {
   return [];
 }
 
+/**
+ * TC on the innermost reduce axis where it is legal: the first of the target's tensor cores that takes the
+ * kernel's dtypes (tinygrad's hand-coded optimizations also try TC first).
+ */
+function tensorCores(ast: UOp, target: Target): Opt[] {
+  if (!TC.value) return [];
+  const ranges = kernelRanges(ast);
+  for (let axis = ranges.length - 1; axis >= 0; axis--) {
+    if (rangeArg(ranges[axis]!).type !== AxisType.REDUCE) continue;
+    for (const [tc, core] of target.tensorCores.entries()) {
+      if (core.tf32 && !ALLOW_TF32.value) continue;
+      const opt: Opt = { op: 'TC', axis, tc, opt: TC_OPT.value, mode: 1 };
+      try {
+        return [opt, ...tileUpcasts(applyOpts(ast, [opt], target))];
+      } catch {
+        // not this tensor core
+      }
+    }
+  }
+  return [];
+}
+
+/**
+ * Two output tiles a lane along each tile axis TC left where it has an even count of at least 4 (half stay
+ * workgroups): each WMMA operand fragment a lane loads then feeds two instructions (BEAM picks such 2 x 2
+ * tiles on SIMT).
+ */
+function tileUpcasts(ast: UOp): Opt[] {
+  const wmma = ast.toposort().find((u) => u.op === Ops.WMMA)!;
+  // TC's tiles of M and N: the output axes one operand reads and the other does not
+  const tiles = kernelRanges(ast).flatMap((r, axis) =>
+    isLoop(r) &&
+    (constSize(r) ?? 1) % 2 === 0 &&
+    constSize(r)! >= 4 &&
+    wmma.src[0]!.toposort().includes(r) !== wmma.src[1]!.toposort().includes(r)
+      ? [axis]
+      : [],
+  );
+  // a split adds an axis after the one split: later axes first keeps the numbers
+  return tiles.reverse().map((axis) => ({ op: 'SPLIT', axis, factor: 2, target: AxisType.UPCAST }));
+}
+
 /** Threads a GPU workgroup gets from the heuristics, at most, and the LOCAL factors they try, largest first. */
 const LOCAL_THREADS = 128;
 const LOCAL_FACTORS = [32, 16, 8, 4, 2];
@@ -280,7 +327,9 @@ const GROUP_FACTORS = [64, 32, 16, 8];
 function workgroups(ast: UOp, target: Target): Opt[] {
   const opts: Opt[] = [];
   let ranges = kernelRanges(ast);
-  let threads = 1;
+  // a tensor core's warp is threads of the group already
+  const warp = ranges.filter((r) => rangeArg(r).type === AxisType.WARP);
+  let threads = warp.reduce((n, r) => n * constSize(r)!, 1);
   const most = Math.min(LOCAL_THREADS, target.grid!.maxThreads);
   const budget = () => most / threads;
   const outputs = ranges.reduce(
@@ -298,7 +347,7 @@ function workgroups(ast: UOp, target: Target): Opt[] {
   let reduce = ranges.length - 1;
   while (reduce >= 0 && groupOf(ranges[reduce]!) === undefined) reduce--;
   const group = reduce < 0 ? undefined : groupOf(ranges[reduce]!);
-  if (outputs <= GROUP_OUTPUTS && group !== undefined) {
+  if (outputs <= GROUP_OUTPUTS && group !== undefined && warp.length === 0) {
     opts.push({ op: 'SPLIT', axis: reduce, factor: group, target: AxisType.GROUP_REDUCE });
     threads *= group;
     ranges = kernelRanges(applyOpts(ast, opts, target));
@@ -378,8 +427,11 @@ function unrolls(ast: UOp): Opt[] {
 export function handCodedOpts(ast: UOp, target: Target): Opt[] {
   if (NOOPT.value) return [];
   if (target.grid !== undefined) {
-    const groups = workgroups(ast, target);
-    const grid = [...groups, ...gpuTiles(applyOpts(ast, groups, target))];
+    const tc = tensorCores(ast, target);
+    // else each thread computes a vector of outputs where its loads and store are contiguous (float4 on CUDA)
+    const lanes = tc.length ? tc : target.vectors ? outputLanes(ast, target) : [];
+    const groups = [...lanes, ...workgroups(applyOpts(ast, lanes, target), target)];
+    const grid = tc.length ? groups : [...groups, ...gpuTiles(applyOpts(ast, groups, target))];
     return [...grid, ...unrolls(applyOpts(ast, grid, target))];
   }
   const opts = [...threads(ast, target)];

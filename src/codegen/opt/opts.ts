@@ -1,8 +1,11 @@
 // Kernel optimizations (the spec's OptOps): what each opt is, when it is legal on a target, and applying a
 // list of them to a kernel AST. The range rewrites themselves are in axes.ts.
+
+import type { TensorCore } from '../../runtime/tensor-cores.ts';
 import { AxisType, axisLetter } from '../../uop/ops.ts';
 import type { UOp } from '../../uop/uop.ts';
 import { constSize, kernelRanges, padAxis, rangeArg, splitAxis, swapAxes } from './axes.ts';
+import { applyTensorCore, matchTensorCore, TC_PADS, tileProblem } from './tc.ts';
 
 /** An opt's `axis` counts the kernel's ranges in id order (kernelRanges), as they are when the opt applies. */
 export type Opt =
@@ -15,8 +18,9 @@ export type Opt =
   /** No LOCAL or GROUP_REDUCE axis may be made after this. */
   | { op: 'NOLOCALS' }
   /**
-   * Tensor cores on reduce axis `axis`: `tc` picks the target's WMMA shape, `opt` how far output axes may be
-   * reshaped to fit it, `mode` real instructions or their emulation. Only the CUDA backend will have them.
+   * Tensor cores on reduce axis `axis` (src/codegen/opt/tc.ts): `tc` picks one of the target's tensorCores (-1:
+   * the first whose dtypes fit), `opt` 0 or 1 needs axes that are multiples of its tile and 2 pads them to it,
+   * `mode` 1 is its instructions (tinygrad's emulation modes 2 and 3 are not supported).
    */
   | { op: 'TC'; axis: number; tc: number; opt: number; mode: number };
 
@@ -32,8 +36,8 @@ export interface Grid {
 export interface Target {
   /** Workgroups with shared memory (a GPU), or undefined for a CPU: LOCAL and GROUP_REDUCE axes need them. */
   grid?: Grid;
-  /** Warp-level matrix multiply instructions, which TC uses. */
-  tensorCores: boolean;
+  /** Warp-level matrix multiply instructions, which TC uses (src/runtime/tensor-cores.ts). */
+  tensorCores: readonly TensorCore[];
   /** The largest factor of one UPCAST or UNROLL split: its copies live in registers, and more would spill. */
   maxUpcast: number;
   /** Threads a kernel may run on: the product of its THREAD axes' sizes is at most this. */
@@ -48,7 +52,7 @@ export interface Target {
 
 /** A CPU without vector types (the JS device): no local memory, no tensor cores. Devices set their thread count. */
 export const CPU_TARGET: Target = {
-  tensorCores: false,
+  tensorCores: [],
   maxUpcast: 16,
   threads: 8,
   vectors: false,
@@ -99,7 +103,7 @@ const SPLITS: Partial<Record<AxisType, SplitRule>> = {
 };
 
 /** Axis types whose iterations are the threads of a workgroup. */
-const LOCAL_TYPES: ReadonlySet<AxisType> = new Set([LOCAL, GROUP_REDUCE]);
+const LOCAL_TYPES: ReadonlySet<AxisType> = new Set([LOCAL, GROUP_REDUCE, AxisType.WARP]);
 
 /** Axis types PADTO pads: split parts are padded before the split, where one mask covers them all. */
 const PADDABLE: readonly AxisType[] = [GLOBAL, LOOP, REDUCE];
@@ -114,6 +118,7 @@ const SWAP_CLASS: Partial<Record<AxisType, string>> = {
 };
 
 interface Kernel {
+  ast: UOp;
   ranges: readonly UOp[];
   target: Target;
   /** the opt is the list's first */
@@ -135,6 +140,8 @@ function splitIllegal(o: Extract<Opt, { op: 'SPLIT' }>, k: Kernel): string | und
   if (rule.local && k.target.grid === undefined)
     return `${o.target} axes need local memory, which the target does not have`;
   if (rule.local && k.noLocals) return `NOLOCALS came earlier, so no ${o.target} axis may be made`;
+  if (o.target === GROUP_REDUCE && k.ranges.some((r) => rangeArg(r).type === AxisType.WARP))
+    return "GROUP_REDUCE does not share a tensor core's sums (the kernel has a WARP axis)";
   const r = k.ranges[o.axis]!;
   const type = rangeArg(r).type;
   if (!rule.from.includes(type)) return `${o.target} splits ${rule.from.join(', ')} axes, not ${type}`;
@@ -161,7 +168,7 @@ function splitIllegal(o: Extract<Opt, { op: 'SPLIT' }>, k: Kernel): string | und
       o.factor,
     );
     if (threads > k.target.grid!.maxThreads)
-      return `${threads} threads in a workgroup exceed the target's ${k.target.grid!.maxThreads} (the LOCAL and GROUP_REDUCE axes' sizes multiply)`;
+      return `${threads} threads in a workgroup exceed the target's ${k.target.grid!.maxThreads} (the LOCAL, GROUP_REDUCE and WARP axes' sizes multiply)`;
   }
   return undefined;
 }
@@ -205,10 +212,18 @@ function noLocalsIllegal(k: Kernel): string | undefined {
   return undefined;
 }
 
-function tcIllegal(k: Kernel): string | undefined {
+function tcIllegal(o: Extract<Opt, { op: 'TC' }>, k: Kernel): string | undefined {
   if (!k.first) return 'TC must be the first opt';
-  if (!k.target.tensorCores) return 'the target has no tensor cores';
-  return 'TC is not implemented yet';
+  if (k.target.tensorCores.length === 0 || k.target.grid === undefined)
+    return 'the target has no tensor cores';
+  if (o.mode !== 1) return `mode ${o.mode} is not supported (1: the tensor core's instructions)`;
+  if (!Number.isInteger(o.opt) || o.opt < 0 || o.opt > TC_PADS)
+    return `opt ${o.opt} must be 0 or 1 (axes are multiples of the tile) or ${TC_PADS} (pads them)`;
+  const match = matchTensorCore(k.ast, o.axis, o.tc, k.target.tensorCores);
+  if (typeof match === 'string') return match;
+  if (match.tc.threads > k.target.grid.maxThreads)
+    return `a warp of ${match.tc.threads} threads exceeds the target's ${k.target.grid.maxThreads} per workgroup`;
+  return tileProblem(match, o.opt);
 }
 
 /** Why opt cannot apply to the kernel, or undefined when it can. */
@@ -223,11 +238,11 @@ function illegal(o: Opt, k: Kernel): string | undefined {
     case 'NOLOCALS':
       return noLocalsIllegal(k);
     case 'TC':
-      return tcIllegal(k);
+      return tcIllegal(o, k);
   }
 }
 
-function apply(ast: UOp, o: Opt): UOp {
+function apply(ast: UOp, o: Opt, target: Target): UOp {
   switch (o.op) {
     case 'SPLIT':
       return splitAxis(ast, o.axis, o.factor, o.target, o.top ?? false);
@@ -235,8 +250,9 @@ function apply(ast: UOp, o: Opt): UOp {
       return padAxis(ast, o.axis, o.multiple);
     case 'SWAP':
       return swapAxes(ast, o.axis, o.other);
+    case 'TC':
+      return applyTensorCore(ast, o.axis, o.tc, o.opt, target.tensorCores);
     case 'NOLOCALS': // only restricts the opts after it
-    case 'TC': // refused by illegal until a target has tensor cores
       return ast;
   }
 }
@@ -249,10 +265,10 @@ export function applyOpts(ast: UOp, opts: readonly Opt[], target: Target = CPU_T
   let noLocals = false;
   return opts.reduce((k, o, i) => {
     const ranges = kernelRanges(k);
-    const why = illegal(o, { ranges, target, first: i === 0, noLocals });
+    const why = illegal(o, { ast: k, ranges, target, first: i === 0, noLocals });
     if (why !== undefined)
       throw new Error(`opt ${printOpt(o)} is illegal: ${why}; kernel axes: ${describeAxes(ranges)}`);
     if (o.op === 'NOLOCALS') noLocals = true;
-    return apply(k, o);
+    return apply(k, o, target);
   }, ast);
 }

@@ -7,7 +7,9 @@ import { AxisType, Ops } from '../../uop/ops.ts';
 import type { UOp } from '../../uop/uop.ts';
 import { kernelName, type LowerOptions, lowerKernel } from '../index.ts';
 import { kernelRanges } from './axes.ts';
+import { ALLOW_TF32 } from './heuristic.ts';
 import { CPU_TARGET, type Opt, printOpts, type Target } from './opts.ts';
+import { TC_PADS } from './tc.ts';
 
 /** The beam width: 0 keeps the hand-coded opts; n searches, keeping the n fastest candidates of each round. */
 export const BEAM = new ContextVar('BEAM', 0);
@@ -147,8 +149,15 @@ function childOpts(ast: UOp, opts: Opt[], target: Target): Opt[][] {
     );
   const actions = target.grid === undefined ? CPU_ACTIONS : GPU_ACTIONS;
   const splits = Array.from({ length: axes }, (_, axis) => actions.map((a): Opt[] => [...opts, a(axis)]));
-  // NOLOCALS only leads a list: later it would only forbid what the list has already not done
-  if (target.grid !== undefined && opts.length === 0) splits.push([[{ op: 'NOLOCALS' }]]);
+  // NOLOCALS only leads a list: later it would only forbid what the list has already not done; TC must lead one
+  if (target.grid !== undefined && opts.length === 0) {
+    splits.push([[{ op: 'NOLOCALS' }]]);
+    const cores = target.tensorCores.flatMap((core, tc) => (core.tf32 && !ALLOW_TF32.value ? [] : [tc]));
+    for (let axis = 0; axis < axes; axis++)
+      splits.push(
+        cores.flatMap((tc) => [0, TC_PADS].map((opt): Opt[] => [{ op: 'TC', axis, tc, opt, mode: 1 }])),
+      );
+  }
   const swaps = Array.from({ length: axes }, (_, axis) =>
     Array.from({ length: axes - axis - 1 }, (_, i): Opt[] => [
       ...opts,
