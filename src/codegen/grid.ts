@@ -7,6 +7,7 @@ import { AxisType, Ops } from '../uop/ops.ts';
 import { graphRewrite, PatternMatcher, substitute, UPat } from '../uop/pattern.ts';
 import { UOp } from '../uop/uop.ts';
 import { constSize, kernelRanges, rangeArg } from './opt/axes.ts';
+import type { Grid } from './opt/opts.ts';
 import { rangesOf } from './scope.ts';
 
 /** GPUs index workgroups and their threads in three dimensions; further axes share the last one. */
@@ -78,28 +79,26 @@ const dropIndices = new PatternMatcher([
   ],
 ]);
 
-/** The most workgroups a GPU's grid has in its second and third dimensions (CUDA's; the first has 2^31 - 1). */
+/** The most workgroups a GPU's grid has in its second and third dimensions where the target does not say (CUDA's). */
 const MAX_OUTER_GROUPS = 65535;
 
 /** Whether GLOBAL ranges (outermost first) fit the grid's outer dimensions; else they all go in the first. */
-function fitsOuterDims(ranges: readonly UOp[]): boolean {
+function fitsOuterDims(ranges: readonly UOp[], most: number): boolean {
   const outer = [...ranges].reverse().slice(1);
   const second = outer.length ? constSize(outer[0]!) : 1;
   const third = outer.slice(1).reduce<number | undefined>((n, r) => {
     const size = constSize(r);
     return n === undefined || size === undefined ? undefined : n * size;
   }, 1);
-  return (
-    second !== undefined && third !== undefined && second <= MAX_OUTER_GROUPS && third <= MAX_OUTER_GROUPS
-  );
+  return second !== undefined && third !== undefined && second <= most && third <= most;
 }
 
 /** The kernel with its GLOBAL and LOCAL ranges read from SPECIAL workgroup and thread indices. */
-export function gridIndices(ast: UOp): UOp {
+export function gridIndices(ast: UOp, grid?: Grid): UOp {
   const to = new Map<UOp, UOp>();
   const byId = (a: UOp, b: UOp) => a.argOf(Ops.RANGE).id - b.argOf(Ops.RANGE).id;
   const global = rangesOfType(ast, AxisType.GLOBAL).sort(byId);
-  specials(global, 'gidx', to, fitsOuterDims(global) ? DIMS : 1);
+  specials(global, 'gidx', to, fitsOuterDims(global, grid?.maxOuterGroups ?? MAX_OUTER_GROUPS) ? DIMS : 1);
   // a GROUP_REDUCE axis is a thread of the group too; a WARP axis (TC's lanes) is dimension 0 whole, so that its
   // 32 threads are the consecutive thread ids a warp is made of
   specials(

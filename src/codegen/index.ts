@@ -131,7 +131,7 @@ export function lowerKernel(ast: UOp, opts: LowerOptions = {}): LoweredKernel {
   k = typeof vectorized === 'string' ? expandRanges(k) : vectorized;
   k = reduceToAccumulators(k);
   if (tensorCores) k = accumulateInWmma(k);
-  if (target.grid !== undefined) k = gridIndices(k);
+  if (target.grid !== undefined) k = gridIndices(k, target.grid);
   const linear = linearize(k);
   verifyStage(linear, 'linear');
   return {

@@ -54,10 +54,11 @@ export abstract class Backend {
   abstract language(): KernelLanguage | undefined;
 
   /**
-   * A GPU's workgroups: the most threads in one and the bytes of memory they share. Undefined for a device
-   * whose kernels are loops (a CPU); defined, kernels run on a grid of workgroups (src/codegen/grid.ts).
+   * A GPU's workgroups: the most threads in one, the bytes of memory they share and the most workgroups in the
+   * grid's second and third dimensions (the first has 2^31 - 1). Undefined for a device whose kernels are loops
+   * (a CPU); defined, kernels run on a grid of workgroups (src/codegen/grid.ts).
    */
-  workgroups(): { maxThreads: number; localBytes: number } | undefined {
+  workgroups(): { maxThreads: number; localBytes: number; maxOuterGroups?: number } | undefined {
     return undefined;
   }
 

@@ -110,6 +110,8 @@ export interface Gpu {
   name: string;
   arch: string;
   maxThreads: number;
+  /** Workgroups in the grid's y and z dimensions, at most. */
+  maxOuterGroups: number;
   sharedBytes: number;
   totalBytes: number;
 }

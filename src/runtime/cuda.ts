@@ -40,7 +40,13 @@ import { NVIDIA_TENSOR_CORES, type TensorCore } from './tensor-cores.ts';
 export const JIT_GRAPH = new ContextVar<number>('JIT_GRAPH', 1);
 
 // cuDeviceGetAttribute's attributes used here
-const ATTRIBUTE = { maxThreadsPerBlock: 1, sharedPerBlock: 8, ccMajor: 75, ccMinor: 76 } as const;
+const ATTRIBUTE = {
+  maxThreadsPerBlock: 1,
+  maxGridY: 6,
+  sharedPerBlock: 8,
+  ccMajor: 75,
+  ccMinor: 76,
+} as const;
 
 function openGpu(ordinal: number): Gpu {
   const driver = cudaDriver();
@@ -71,6 +77,7 @@ function openGpu(ordinal: number): Gpu {
     name: new TextDecoder().decode(name.subarray(0, name.indexOf(0))),
     arch: `sm_${attribute(ATTRIBUTE.ccMajor)}${attribute(ATTRIBUTE.ccMinor)}`,
     maxThreads: attribute(ATTRIBUTE.maxThreadsPerBlock),
+    maxOuterGroups: attribute(ATTRIBUTE.maxGridY),
     sharedBytes: attribute(ATTRIBUTE.sharedPerBlock),
     totalBytes: Number(total[0]),
   };
@@ -170,7 +177,11 @@ export class CUDABackend extends Backend {
 
   // 48 KiB of static shared memory is what a kernel may declare without opting in to more
   override workgroups() {
-    return { maxThreads: this.gpu.maxThreads, localBytes: Math.min(this.gpu.sharedBytes, 48 * 1024) };
+    return {
+      maxThreads: this.gpu.maxThreads,
+      localBytes: Math.min(this.gpu.sharedBytes, 48 * 1024),
+      maxOuterGroups: this.gpu.maxOuterGroups,
+    };
   }
 
   // float4-style loads and stores: 16 bytes is the widest a thread moves at once

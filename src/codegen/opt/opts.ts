@@ -30,6 +30,8 @@ export interface Grid {
   maxThreads: number;
   /** Bytes of workgroup-shared memory, where LOCAL and GROUP_REDUCE axes combine their values. */
   localBytes: number;
+  /** Workgroups in the grid's second and third dimensions, at most (CUDA's 65535 where not given). */
+  maxOuterGroups?: number;
 }
 
 /** What legality needs to know about the device a kernel is for. */
