@@ -1,5 +1,5 @@
 // Movement and indexing on Tensor: squeeze, repeat, cat, stack, split, chunk, triu/tril, gather, get.
-import { type ConstValue, dtypes, promoteAll } from '../dtype.ts';
+import { type ConstValue, dtypes, narrowSumDType, promoteAll } from '../dtype.ts';
 import { checkIndex } from './index-check.ts';
 import { broadcastShape, checkTensor, Tensor } from './tensor.ts';
 import { checkAxes, dimOf, shown } from './validate.ts';
@@ -83,7 +83,8 @@ const zeroOf = (t: Tensor): ConstValue => (t.dtype === dtypes.bool ? false : 0);
  * infinity elsewhere in the row does not leak into the result; an out-of-range index selects nothing (0).
  */
 function select(mask: Tensor, values: Tensor, axes: readonly number[]): Tensor {
-  return mask.where(values, zeroOf(values)).sum(axes).cast(values.dtype);
+  const picked = mask.where(values, zeroOf(values));
+  return picked.sum(axes, false, narrowSumDType(picked.dtype)).cast(values.dtype);
 }
 
 /** `[0, size)` as a tensor beside t (an integer index axis to compare against). */
