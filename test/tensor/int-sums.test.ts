@@ -81,7 +81,10 @@ for (const device of ['JS', 'CPU'])
 
     it('cumsum follows the sum of its axis: int32 prefixes past 2^31 are int64', () => {
       const c = new Tensor([2 ** 31 - 1, 1, 1], opts).cumsum();
-      expect([c.dtype, (c.tolist() as number[]).map(Number)]).toEqual([dtypes.int64, [2 ** 31 - 1, 2 ** 31, 2 ** 31 + 1]]);
+      expect([c.dtype, (c.tolist() as number[]).map(Number)]).toEqual([
+        dtypes.int64,
+        [2 ** 31 - 1, 2 ** 31, 2 ** 31 + 1],
+      ]);
       const b = new Tensor([true, true, false, true], opts).cumsum();
       expect([b.dtype, b.tolist()]).toEqual([dtypes.int32, [1, 2, 2, 3]]);
       // a long axis goes in blocks; every block keeps the result's dtype
