@@ -15,6 +15,8 @@ const same = (a: readonly number[], b: readonly number[]) =>
 /** A view folding may look through: untagged (a tag marks a node a later pass looks for). */
 const plain = (u: UOp, op: Ops) => u.op === op && u.tag === null;
 
+// Each fold*(u, ...) is the op made over u, folded into u; undefined where u is no view it folds into.
+
 function foldReshape(u: UOp, shape: readonly number[]): UOp | undefined {
   if (!plain(u, Ops.RESHAPE)) return undefined;
   const x = u.src[0]!;
