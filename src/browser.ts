@@ -6,9 +6,11 @@ export {
   type DTypeLike,
   dtypes,
   PtrDType,
+  prodDType,
   promote,
   promoteAll,
   sumAccDType,
+  sumDType,
   truncate,
 } from './dtype.ts';
 export { type Jitted, jit } from './engine/jit.ts';

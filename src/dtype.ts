@@ -287,6 +287,35 @@ export function sumAccDType(d: DType): DType {
   return promote(d, float32);
 }
 
+/**
+ * The dtype sum() gives for `count` elements of d: an integer or bool sum is int32 (uint32 if unsigned) when
+ * count times d's largest magnitude fits it, so no input of that length can wrap (counting a mask stays
+ * int32), and int64 (uint64) otherwise, as numpy and PyTorch give for int32. A float sum keeps its dtype
+ * (float16 and bfloat16 accumulate in float32, sumAccDType).
+ */
+export function sumDType(d: DType, count: number): DType {
+  if (d.isFloat) return d;
+  const narrow = sumAccDType(d);
+  if (narrow.itemsize > 4) return narrow;
+  const fits = count * d.max <= narrow.max && count * d.min >= narrow.min;
+  return fits ? narrow : d.isUnsigned ? dtypes.uint64 : dtypes.int64;
+}
+
+/**
+ * tinygrad's sum dtype (sumAccDType, a float keeping its own): what sums add in whose result is cast back or
+ * keeps its operands' dtype: matmul, einsum, conv, one-hot selections, arange's prefix sum.
+ */
+export function narrowSumDType(d: DType): DType {
+  return d.isFloat ? d : sumAccDType(d);
+}
+
+/** The dtype prod() gives: integers and bools multiply in 64 bits (as PyTorch), which wrap as C's do. */
+export function prodDType(d: DType): DType {
+  if (d.isUnsigned) return dtypes.uint64;
+  if (d.isInt || d.isBool) return dtypes.int64;
+  return d;
+}
+
 // ---------------------------------------------------------------------------------------------------
 // Exact narrow-float rounding (round to nearest, ties to even), straight from a double so that no
 // double rounding through float32 happens.

@@ -1,5 +1,5 @@
 // nn layers: Linear, convolutions, normalizations, Embedding, Dropout and LSTMCell, with tinygrad's default initialization.
-import { dtypes } from '../dtype.ts';
+import { dtypes, narrowSumDType } from '../dtype.ts';
 import { prod } from '../helpers.ts';
 import { type ConvOptions, checkIndex, type Size, Tensor } from '../tensor/index.ts';
 import { assign } from './state-dict.ts';
@@ -590,7 +590,8 @@ export class Embedding extends Module {
       .unsqueeze(-1)
       .eq(Tensor.arange(this.vocabSize, undefined, 1, { device: idx.device }))
       .unsqueeze(-1);
-    return hit.where(this.weight, 0).sum(-2);
+    const picked = hit.where(this.weight, 0);
+    return picked.sum(-2, false, narrowSumDType(picked.dtype));
   }
 }
 

@@ -7,6 +7,7 @@ import { Ops } from '../uop/ops.ts';
 import type { UOp } from '../uop/uop.ts';
 import { boundKernels } from './bound.ts';
 import { type Callified, callify } from './callify.ts';
+import { foldViews } from './fold-views.ts';
 import { planMemory } from './memory.ts';
 import { rangeify, type Schedule } from './rangeify.ts';
 import { type LowerCall, resolveFunctions } from './resolve.ts';
@@ -33,11 +34,11 @@ export interface Plan {
 }
 
 /**
- * Split reduces, bound kernels (realize intermediates of expressions too long to compile), then rangeify: the
- * kernels of a function's body, and the buffer holding each root.
+ * Fold views, split reduces, bound kernels (realize intermediates of expressions too long to compile), then
+ * rangeify: the kernels of a function's body, and the buffer holding each root.
  */
 export function kernelsOf(body: UOp, device: string, gpu = false): Schedule {
-  const split = boundKernels(splitReduces(body, gpu));
+  const split = boundKernels(splitReduces(foldViews(body), gpu));
   const schedule = rangeify(split.src, () => device);
   // the roots as the caller knows them
   const outputs = new Map(body.src.map((r, i) => [r, schedule.outputs.get(split.src[i]!)!]));

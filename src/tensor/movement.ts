@@ -1,5 +1,5 @@
 // Movement and indexing on Tensor: squeeze, repeat, cat, stack, split, chunk, triu/tril, gather, get.
-import { type ConstValue, dtypes, promoteAll } from '../dtype.ts';
+import { type ConstValue, dtypes, narrowSumDType, promoteAll } from '../dtype.ts';
 import { checkIndex } from './index-check.ts';
 import { broadcastShape, checkTensor, Tensor } from './tensor.ts';
 import { checkAxes, dimOf, shown } from './validate.ts';
@@ -73,8 +73,8 @@ declare module './tensor.ts' {
 }
 
 const fmt = (s: readonly number[]) => `(${s.join(', ')})`;
-const sum = (xs: readonly number[]) => xs.reduce((a, b) => a + b, 0);
 
+const sum = (xs: readonly number[]) => xs.reduce((a, b) => a + b, 0);
 const zeroOf = (t: Tensor): ConstValue => (t.dtype === dtypes.bool ? false : 0);
 
 /**
@@ -83,7 +83,8 @@ const zeroOf = (t: Tensor): ConstValue => (t.dtype === dtypes.bool ? false : 0);
  * infinity elsewhere in the row does not leak into the result; an out-of-range index selects nothing (0).
  */
 function select(mask: Tensor, values: Tensor, axes: readonly number[]): Tensor {
-  return mask.where(values, zeroOf(values)).sum(axes).cast(values.dtype);
+  const picked = mask.where(values, zeroOf(values));
+  return picked.sum(axes, false, narrowSumDType(picked.dtype)).cast(values.dtype);
 }
 
 /** `[0, size)` as a tensor beside t (an integer index axis to compare against). */
@@ -126,20 +127,40 @@ function cat(tensors: readonly Tensor[], dim = 0): Tensor {
   // Empty pieces add nothing; leaving them out keeps zero-size buffers out of the kernel.
   const parts = tensors.filter((t) => t.shape[d]! > 0).map((t) => t.cast(dtype));
   if (parts.length === 0) return first.cast(dtype);
-  const total = sum(parts.map((t) => t.shape[d]!));
+  return joinedInGroups(parts, d);
+}
+
+/**
+ * The most pieces joined in one value: each element of a join evaluates every piece's condition, so more
+ * pieces join in groups of this many, each group realized, then the groups join (total * CAT_GROUP work per
+ * level instead of total * pieces). Below the CPU device's 64 kernel arguments.
+ */
+const CAT_GROUP = 32;
+
+function joinedInGroups(parts: readonly Tensor[], d: number): Tensor {
+  if (parts.length <= CAT_GROUP) return joined(parts, d);
+  const groups: Tensor[] = [];
+  for (let i = 0; i < parts.length; i += CAT_GROUP)
+    groups.push(joined(parts.slice(i, i + CAT_GROUP), d).contiguous());
+  return joinedInGroups(groups, d);
+}
+
+/**
+ * Non-empty pieces of one dtype joined along axis d, as a balanced tree of halves: each half padded to the
+ * whole and chosen where its region lies (`where`, not a sum of the padded halves, keeps bools as they are),
+ * so that a piece's gradient passes through log2(pieces) choices rather than a chain of all before it.
+ */
+function joined(parts: readonly Tensor[], d: number): Tensor {
+  if (parts.length === 1) return parts[0]!;
+  const half = parts.length >> 1;
+  const left = joined(parts.slice(0, half), d);
+  const right = joined(parts.slice(half), d);
+  const [l, r] = [left.shape[d]!, right.shape[d]!];
   // PAD fills with zeros, false for bools.
-  const placed = (t: Tensor, offset: number) =>
-    t.pad(t.shape.map((s, i) => (i === d ? [offset, total - offset - s] : [0, 0])));
-  // Each piece is padded to the full size and chosen where its region lies; `where` (not a sum of the
-  // padded pieces) keeps bools and -0 as they are.
-  let offset = total - parts.at(-1)!.shape[d]!;
-  let out = placed(parts.at(-1)!, offset);
-  for (const t of parts.slice(0, -1).reverse()) {
-    offset -= t.shape[d]!;
-    const inside = placed(Tensor.full(t.shape, true, { device: t.device }), offset);
-    out = inside.where(placed(t, offset), out);
-  }
-  return out;
+  const along = (t: Tensor, before: number, after: number) =>
+    t.pad(t.shape.map((_, i) => (i === d ? [before, after] : [0, 0])));
+  const inside = along(Tensor.full(left.shape, true, { device: left.device }), 0, r);
+  return inside.where(along(left, 0, r), along(right, l, 0));
 }
 
 function stack(tensors: readonly Tensor[], dim = 0): Tensor {

@@ -1,5 +1,5 @@
 // Linear algebra and nn functions composed from movement ops, mul and reduces: einsum, conv, losses (pools: pool.ts).
-import { dtypes } from '../dtype.ts';
+import { dtypes, narrowSumDType } from '../dtype.ts';
 import { checkIndex } from './index-check.ts';
 import type { Axes } from './reduce.ts';
 import { checkTensor, Tensor } from './tensor.ts';
@@ -182,7 +182,7 @@ Tensor.einsum = (formula: string, ...operands: Tensor[]): Tensor => {
   // labels not in the output are the trailing axes of the product
   const product = aligned.reduce((acc, x) => acc.mul(x));
   const summed = range(order.length).slice(out.length);
-  return summed.length ? product.sum(summed) : product;
+  return summed.length ? product.sum(summed, false, narrowSumDType(product.dtype)) : product;
 };
 
 // --- convolution ---------------------------------------------------------------------------------------
@@ -328,9 +328,9 @@ Tensor.prototype.conv2d = function (
   const x = planWindows(this, p, 0).reshape([batch, groups, 1, cg, ...p.out, ...kernel]);
   const w = weight.reshape([1, groups, cout / groups, cg, ...ones, ...kernel]);
   // one reduce over the input channels of a group and the kernel window
-  const out = x
-    .mul(w)
-    .sum([3, ...range(nd).map((j) => 4 + nd + j)])
+  const product = x.mul(w);
+  const out = product
+    .sum([3, ...range(nd).map((j) => 4 + nd + j)], false, narrowSumDType(product.dtype))
     .reshape([batch, cout, ...p.out]);
   return bias === undefined ? out : out.add(bias.reshape([1, cout, ...ones]));
 };

@@ -16,6 +16,7 @@ export const INTERNAL_METHODS: ReadonlySet<string> = new Set([
   'padPairs',
   'padEdges',
   'reduceOp',
+  'reduceAxes',
   'beyondRange',
   'fromDisk',
   'releaseFile',

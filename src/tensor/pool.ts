@@ -167,7 +167,7 @@ function maxPool(n: number): MaxPool {
       .argmax(-1)
       .unsqueeze(-1);
     const hit = Tensor.arange(size, undefined, 1, { device: this.device }).eq(first);
-    return [values, hit.where(positions, 0).sum(-1).cast(dtypes.int32)];
+    return [values, hit.where(positions, 0).sum(-1, false, dtypes.int32)];
   } as MaxPool;
 }
 

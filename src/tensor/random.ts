@@ -255,7 +255,7 @@ function ranks(keys: Tensor, before: (a: Tensor, b: Tensor) => Tensor): Tensor {
   const pos = Tensor.arange(k, undefined, 1, { device: keys.device, dtype: dtypes.int32 });
   const earlier = pos.unsqueeze(0).lt(pos.unsqueeze(1));
   const ahead = before(other, mine).where(true, other.eq(mine).where(earlier, false));
-  return ahead.where(1, 0).sum(-1).cast(dtypes.int32);
+  return ahead.where(1, 0).sum(-1, false, dtypes.int32);
 }
 
 function randperm(n: number, opts: TensorOptions = {}): Tensor {
@@ -298,7 +298,7 @@ function multinomial(w: Tensor, numSamples: number, replacement: boolean): Tenso
     ]);
     const cdf = sums.div(total).unsqueeze(1);
     const u = Tensor.rand([n, numSamples, 1], { device });
-    picked = u.ge(cdf).where(1, 0).sum(2).cast(dtypes.int32);
+    picked = u.ge(cdf).where(1, 0).sum(2, false, dtypes.int32);
   } else {
     const u = Tensor.rand([n, k], { device });
     const weights = rows.toFloat();
@@ -310,7 +310,7 @@ function multinomial(w: Tensor, numSamples: number, replacement: boolean): Tenso
       1,
     ]);
     const index = Tensor.arange(k, undefined, 1, { device, dtype: dtypes.int32 });
-    picked = rank.eq(slot).where(index, 0).sum(2).cast(dtypes.int32);
+    picked = rank.eq(slot).where(index, 0).sum(2, false, dtypes.int32);
   }
   return w.ndim === 1 ? picked.reshape([numSamples]) : picked;
 }

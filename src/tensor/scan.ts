@@ -39,7 +39,7 @@ function logaddexp(a: Tensor, b: Tensor): Tensor {
   return a.sub(shift).exp().add(b.sub(shift).exp()).log().add(shift);
 }
 
-const PROD: Scan = { fill: () => 1, reduce: (w) => w.prod(-1), merge: (a, b) => a.mul(b) };
+const PROD: Scan = { fill: () => 1, reduce: (w) => w.prod(-1, false, w.dtype), merge: (a, b) => a.mul(b) };
 const MAX: Scan = {
   fill: (x) => x.dtype.min, // -inf for floats
   reduce: (w) => w.max(-1),

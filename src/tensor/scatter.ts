@@ -1,5 +1,5 @@
 // Masked and scatter ops on Tensor: maskedFill, scatter, scatterReduce, maskedSelect, nonzero.
-import { type ConstValue, dtypes } from '../dtype.ts';
+import { type ConstValue, dtypes, narrowSumDType } from '../dtype.ts';
 import { checkIndex } from './index-check.ts';
 import { broadcastShape, Tensor } from './tensor.ts';
 
@@ -191,7 +191,7 @@ export function scatterLast(
   const chosen = slot
     .eq(last)
     .where(values, zeroOf(self))
-    .sum(d + 1)
+    .sum(d + 1, false, narrowSumDType(values.dtype))
     .cast(t.dtype);
   return place(t, extent, last.ge(0).squeeze(d + 1), chosen);
 }
@@ -224,7 +224,7 @@ Tensor.prototype.scatterReduce = function (
   const fill = (v: ConstValue) => mask.where(entries, v);
   let out: Tensor;
   if (reduce === 'sum' || reduce === 'mean') {
-    out = fill(zeroOf(this)).sum(a).cast(this.dtype);
+    out = fill(zeroOf(this)).sum(a, false, narrowSumDType(entries.dtype)).cast(this.dtype);
     if (reduce === 'mean') {
       // a position nothing lands on keeps self below; max(count, 1) keeps its 0/0 out of the gradient
       const count = mask.sum(a).maximum(1);
@@ -232,7 +232,7 @@ Tensor.prototype.scatterReduce = function (
         ? out.div(count).cast(this.dtype)
         : out.div(count, { roundingMode: 'floor' }).cast(this.dtype);
     }
-  } else if (reduce === 'prod') out = fill(this.dtype === dtypes.bool ? true : 1).prod(a);
+  } else if (reduce === 'prod') out = fill(this.dtype === dtypes.bool ? true : 1).prod(a, false, this.dtype);
   else out = reduce === 'amax' ? fill(lowest(this)).max(a) : fill(highest(this)).min(a);
   const hit = includeSelf ? Tensor.full(extent, true, { device: this.device }) : hits.any(a);
   return place(this, extent, hit, out);

@@ -1,5 +1,5 @@
 // Sorting on Tensor: sort, argsort and topk, by counting for each element the elements that go before it.
-import { dtypes } from '../dtype.ts';
+import { dtypes, narrowSumDType } from '../dtype.ts';
 import { Tensor } from './tensor.ts';
 
 declare module './tensor.ts' {
@@ -71,8 +71,9 @@ function ranked(x: Tensor, k: number, descending: boolean): [Tensor, Tensor] {
   // [..., r, i]: element i has rank r
   const pick = ranks(x, descending).unsqueeze(-2).eq(positions(x, k).unsqueeze(-1));
   const zero = x.dtype === dtypes.bool ? false : 0;
-  const values = pick.where(x.unsqueeze(-2), zero).sum(-1).cast(x.dtype);
-  const indices = pick.where(positions(x, n), 0).sum(-1);
+  const picked = pick.where(x.unsqueeze(-2), zero);
+  const values = picked.sum(-1, false, narrowSumDType(picked.dtype)).cast(x.dtype);
+  const indices = pick.where(positions(x, n), 0).sum(-1, false, dtypes.int32);
   return [values, indices];
 }
 

@@ -7,9 +7,12 @@ import {
   dtypeOfArray,
   dtypes,
   fromStorage,
+  narrowSumDType,
+  prodDType,
   promote,
   type StorageArray,
   sumAccDType,
+  sumDType,
   toDType,
   toStorage,
   truncate,
@@ -422,7 +425,7 @@ export class Tensor {
     // a prefix sum too long for one window goes in blocks (cumsum): over whole blocks only, every block's
     // total is the same constant, so the loops that count still collapse (src/codegen/collapse.ts)
     const len = windowFits(n) ? n : Math.ceil(n / CUMSUM_BLOCK) * CUMSUM_BLOCK;
-    const sums = n === 0 ? undefined : Tensor.full([len], step, inner).cumsum();
+    const sums = n === 0 ? undefined : Tensor.full([len], step, inner).cumsum(0, narrowSumDType(dtype));
     const t =
       sums === undefined
         ? new Tensor([], inner)
@@ -976,25 +979,32 @@ export class Tensor {
 
   /** @internal */
   reduceOp(op: ReduceOp, axis?: number | readonly number[], keepdim = false): Tensor {
-    if (axis !== undefined && !isAxes(axis))
-      throw new Error(`axes must be a number or an array of numbers, got ${shown(axis)}`);
-    const axes =
-      axis === undefined
-        ? this.shape.map((_, i) => i)
-        : (typeof axis === 'number' ? [axis] : axis).map((a) => this.axis(a));
+    const axes = this.reduceAxes(axis);
     const r = this.wrap(this.uop.reduce(op, axes));
     return keepdim ? r : r.reshape(this.shape.filter((_, i) => !axes.includes(i)));
   }
-  /**
-   * Sum along the axes, accumulated as tinygrad's sum does (sumAccDType): bool and small integers give
-   * int32 (uint32 if unsigned), float16 and bfloat16 add up in float32 and come back in their own dtype.
-   */
-  sum(axis?: number | readonly number[], keepdim = false): Tensor {
-    const s = this.cast(sumAccDType(this.dtype)).reduceOp(Ops.ADD, axis, keepdim);
-    return this.dtype.isFloat ? s.cast(this.dtype) : s;
+  /** @internal The axes a reduce along `axis` folds (all when undefined), checked. */
+  reduceAxes(axis?: number | readonly number[]): number[] {
+    if (axis !== undefined && !isAxes(axis))
+      throw new Error(`axes must be a number or an array of numbers, got ${shown(axis)}`);
+    return axis === undefined
+      ? this.shape.map((_, i) => i)
+      : (typeof axis === 'number' ? [axis] : axis).map((a) => this.axis(a));
   }
-  prod(axis?: number | readonly number[], keepdim = false): Tensor {
-    return this.reduceOp(Ops.MUL, axis, keepdim);
+  /**
+   * Sum along the axes. Without a dtype, the result is sumDType's: a bool or integer sum is int32 (uint32)
+   * when no input of its length can overflow that, else int64 (uint64); float16 and bfloat16 add up in float32
+   * and come back in their own dtype. A dtype given is what the elements are cast to and the sum returns.
+   */
+  sum(axis?: number | readonly number[], keepdim = false, dtype?: DTypeLike): Tensor {
+    const count = this.reduceAxes(axis).reduce((n, a) => n * this.shape[a]!, 1);
+    const out = dtype === undefined ? sumDType(this.dtype, count) : toDType('sum', dtype);
+    return this.cast(out).cast(sumAccDType(out)).reduceOp(Ops.ADD, axis, keepdim).cast(out);
+  }
+  /** Product along the axes: bools and integers multiply in int64 (uint64 if unsigned), wrapping as C's. */
+  prod(axis?: number | readonly number[], keepdim = false, dtype?: DTypeLike): Tensor {
+    const out = dtype === undefined ? prodDType(this.dtype) : toDType('prod', dtype);
+    return this.cast(out).reduceOp(Ops.MUL, axis, keepdim);
   }
   max(axis?: number | readonly number[], keepdim = false): Tensor {
     return this.reduceOp(Ops.MAX, axis, keepdim);
@@ -1016,17 +1026,20 @@ export class Tensor {
    * other scans do; a value computed from constants alone (arange's ones) keeps one window, whose loop
    * collapses to a count, up to what one window view holds (blockedCumsum).
    */
-  cumsum(axis = 0): Tensor {
+  cumsum(axis = 0, dtype?: DTypeLike): Tensor {
     // a scalar scans as one element (axis 0 or -1, as PyTorch)
-    if (this.ndim === 0) return this.reshape([1]).cumsum(this.axis(axis, 1)).reshape([]);
+    if (this.ndim === 0) return this.reshape([1]).cumsum(this.axis(axis, 1), dtype).reshape([]);
     const a = this.axis(axis);
-    if (a !== this.ndim - 1) return this.transpose(a, -1).cumsum(-1).transpose(a, -1);
+    if (a !== this.ndim - 1) return this.transpose(a, -1).cumsum(-1, dtype).transpose(a, -1);
     const n = this.shape[a]!;
-    if (n === 0) return this.cast(sumAccDType(this.dtype));
-    if (!windowFits(n)) return blockedCumsum(this);
-    if (n > 2 * SCAN_BLOCK && !fromConstants(this)) return blockedCumsum(this, SCAN_BLOCK);
+    // the dtype of a sum of the whole axis holds every prefix
+    const out = dtype === undefined ? sumDType(this.dtype, n) : toDType('cumsum', dtype);
+    const values = this.cast(out);
+    if (n === 0) return values;
+    if (!windowFits(n)) return blockedCumsum(values);
+    if (n > 2 * SCAN_BLOCK && !fromConstants(values)) return blockedCumsum(values, SCAN_BLOCK);
     const lead = this.shape.slice(0, -1);
-    const x = this.pad([...lead.map(() => [0, 0] as [number, number]), [n - 1, 0]]);
+    const x = values.pad([...lead.map(() => [0, 0] as [number, number]), [n - 1, 0]]);
     const tiled = x
       .unsqueeze(-2)
       .expand([...lead, n + 1, 2 * n - 1])
@@ -1034,7 +1047,7 @@ export class Tensor {
       .shrink([...lead.map((d) => [0, d] as [number, number]), [0, 2 * n * n]])
       .reshape([...lead, n, 2 * n])
       .shrink([...lead.map((d) => [0, d] as [number, number]), [0, n], [0, n]]);
-    return tiled.sum(-1);
+    return tiled.sum(-1, false, out);
   }
 
   /** Matrix product, as the spec's gemm: broadcast multiply then sum over the shared axis. */
@@ -1048,10 +1061,10 @@ export class Tensor {
       );
     const x = this.ndim === 1 ? this.unsqueeze(0) : this;
     const y = w.ndim === 1 ? w.unsqueeze(-1) : w;
-    // sum() widens small integers; the product keeps its operands' dtype, as in tinygrad
-    const out = (readsPanels(x, y) ? panelProduct(x, y) : x.unsqueeze(-1).mul(y.unsqueeze(-3)).sum(-2)).cast(
-      promote(x.dtype, y.dtype),
-    );
+    // small integers add up in int32; the product keeps its operands' dtype, as in tinygrad
+    const out = (
+      readsPanels(x, y) ? panelProduct(x, y) : sumOfProducts(x.unsqueeze(-1).mul(y.unsqueeze(-3)), -2)
+    ).cast(promote(x.dtype, y.dtype));
     // a vector operand's axis goes again (both: a scalar, as numpy's)
     const rowGone = this.ndim === 1 ? out.reshape(out.shape.slice(0, -2).concat(out.shape.slice(-1))) : out;
     return w.ndim === 1 ? rowGone.reshape(rowGone.shape.slice(0, -1)) : rowGone;
@@ -1094,17 +1107,22 @@ export function blockedCumsum(x: Tensor, block = CUMSUM_BLOCK): Tensor {
       : x.pad([...keep.map(() => [0, 0] as [number, number]), [0, blocks * block - n]]);
   const split = padded.reshape([...lead, blocks, block]);
   // the totals shifted one block later (a zero first, the last dropped) sum to the total before each block
+  // x already has the result's dtype: every partial sum keeps it
   const before = split
-    .sum(-1)
+    .sum(-1, false, x.dtype)
     .pad([...keep.map(() => [0, 0] as [number, number]), [1, 0]])
     .shrink([...keep, [0, blocks]])
-    .cumsum(-1);
+    .cumsum(-1, x.dtype);
   const out = split
-    .cumsum(-1)
+    .cumsum(-1, x.dtype)
     .add(before.unsqueeze(-1))
     .reshape([...lead, blocks * block]);
   return blocks * block === n ? out : out.shrink([...keep, [0, n]]);
 }
+
+/** A sum of products along an axis, added up in narrowSumDType (matmul casts it back to its operands'). */
+const sumOfProducts = (product: Tensor, axis: number) =>
+  product.sum(axis, false, narrowSumDType(product.dtype));
 
 /** Columns of a panel: one 64-byte cache line of float32, and the lanes of the kernel's vectors. */
 const PANEL = 16;
@@ -1131,7 +1149,7 @@ function panelProduct(x: Tensor, y: Tensor): Tensor {
     .reshape([...lead, k, n / PANEL, PANEL])
     .permute([...lead.map((_, i) => i), at(1), at(0), at(2)])
     .contiguous(); // (..., n/PANEL, k, PANEL)
-  const out = x.unsqueeze(-2).unsqueeze(-1).mul(panels.unsqueeze(-4)).sum(-2); // (..., m, n/PANEL, PANEL)
+  const out = sumOfProducts(x.unsqueeze(-2).unsqueeze(-1).mul(panels.unsqueeze(-4)), -2); // (..., m, n/PANEL, PANEL)
   return out.reshape([...out.shape.slice(0, -2), n]);
 }
 

@@ -26,6 +26,8 @@ function fill(size: number, dtype: DType, slot: number) {
   const data = Array.from({ length: size }, (_, i) => (slot === 0 ? 0 : ((i * 7 + slot) % 11) - 5));
   if (dtype === dtypes.float64) return Float64Array.from(data);
   if (dtype === dtypes.int32) return Int32Array.from(data);
+  // (an int32 sum gives int64)
+  if (dtype === dtypes.int64) return BigInt64Array.from(data, BigInt);
   if (dtype === dtypes.bool) return Uint8Array.from(data, (x) => (x > 0 ? 1 : 0));
   return Float32Array.from(data);
 }

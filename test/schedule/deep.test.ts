@@ -113,7 +113,7 @@ describe('JS: wide and mixed deep graphs', () => {
   it(
     'a chain of 10,000 views (flips and permutes) lowers in one kernel',
     () => {
-      // (100,000 views take 20 s here: the index expression they compose is simplified one level at a time)
+      // (fold views makes this two ops; 100,000 views: test/schedule/fold-views.test.ts)
       let x = Tensor.arange(6).reshape([2, 3]).contiguous().realize();
       for (let i = 0; i < 10_000; i++) x = i % 2 ? x.permute([1, 0]) : x.flip(0);
       const y = x.add(0);
@@ -134,6 +134,29 @@ describe('JS: wide and mixed deep graphs', () => {
       for (let i = 0; i < 10_000; i++) x = i % 3 === 0 ? x.mul(1) : i % 3 === 1 ? x.add(0.25) : x.relu();
       x.sum().backward();
       expect(w.grad!.tolist()).toEqual([1, 1, 1, 1]);
+    },
+    TIMEOUT,
+  );
+});
+
+describe.each(['JS', 'CPU'])('%s: cat of many pieces', (device) => {
+  useDefaultDevice(device);
+
+  it(
+    'joins in groups (linear work), keeping values, bools and the gradient',
+    () => {
+      // 32 pieces join per group: 2 levels of groups at 1,000 (CPU: 1 at 100)
+      const n = device === 'JS' ? 1000 : 100;
+      const w = Tensor.ones([2], { requiresGrad: true });
+      const y = Tensor.cat(Array.from({ length: n }, (_, i) => w.mul(i)));
+      const got = y.tolist() as number[];
+      expect(got).toEqual(Array.from({ length: 2 * n }, (_, i) => i >> 1));
+      y.sum().backward();
+      expect(w.grad!.tolist()).toEqual(Array(2).fill((n * (n - 1)) / 2));
+      const flags = Tensor.cat(Array.from({ length: 100 }, (_, i) => new Tensor([i % 3 === 0, true])));
+      expect(flags.tolist()).toEqual(
+        Array.from({ length: 200 }, (_, i) => i % 2 === 1 || (i >> 1) % 3 === 0),
+      );
     },
     TIMEOUT,
   );
