@@ -75,8 +75,11 @@ export abstract class Backend {
     return false;
   }
 
-  /** Compiles several kernels (a device may run its compiler on several at once); a failure is its Error. */
-  compileMany(kernels: readonly KernelSource[]): (Program | Error)[] {
+  /**
+   * Compiles several kernels, each as compile would (a device may run its compiler on several at once, or
+   * compile several in one unit); a failure is its Error. The engine compiles a plan's new kernels so.
+   */
+  compileMany(kernels: readonly KernelSource[], _opts: CompileOptions = {}): (Program | Error)[] {
     return kernels.map(({ name, source }) => {
       try {
         return this.compile(name, source);
@@ -95,6 +98,11 @@ export abstract class Backend {
 export interface KernelSource {
   name: string;
   source: string;
+}
+
+export interface CompileOptions {
+  /** Trial kernels (BEAM's candidates): run a few times and dropped, so not worth caching. */
+  trial?: boolean;
 }
 
 /** Throws unless every buffer lives on `backend` (a pointer into another device's memory would crash). */

@@ -97,66 +97,109 @@ function probeVersion(argv: string[]): CCompiler | undefined {
   return { argv, version: r.stdout.split('\n')[0]!.trim(), openmp: omp.status === 0 };
 }
 
-const failure = (cc: CCompiler, name: string, why: string, source: string) =>
+const failure = (cc: CCompiler, names: string, why: string, source: string) =>
   new Error(
-    `CPU: kernel ${name} does not compile with ${cc.argv.join(' ')}:\n${why}\n--- source ---\n${numberedSource(source)}`,
+    `CPU: kernel ${names} does not compile with ${cc.argv.join(' ')}:\n${why}\n--- source ---\n${numberedSource(source)}`,
   );
 
 // the renderers promise code that compiles cleanly under -Wall: a warning is a bug worth seeing
-function warnAbout(cc: CCompiler, name: string, stderr: string): void {
-  if (stderr.trim() !== '') console.warn(`CPU: kernel ${name}: ${cc.argv.join(' ')} warns:\n${stderr}`);
+function warnAbout(cc: CCompiler, names: string, stderr: string): void {
+  if (stderr.trim() !== '') console.warn(`CPU: kernel ${names}: ${cc.argv.join(' ')} warns:\n${stderr}`);
 }
 
-/** Compiles C `source` into the shared library `out`; a failure throws with the listing and the compiler's message. */
-export function compileC(cc: CCompiler, name: string, source: string, out: string): void {
-  const args = [...cc.argv.slice(1), ...compileFlags(cc), '-x', 'c', '-', '-o', out, ...LDFLAGS];
-  const r = spawnSync(cc.argv[0]!, args, { input: source, encoding: 'utf8' });
-  if (r.status !== 0)
-    throw failure(
-      cc,
-      name,
-      r.error?.message ?? (r.stderr.trim() || `exit status ${r.status ?? r.signal}`),
-      source,
-    );
-  warnAbout(cc, name, r.stderr);
+/** Kernels per translation unit at most (a compiler process's start costs about a kernel's compile). */
+export const CC_BATCH = new ContextVar('CC_BATCH', 16);
+/** Compiler processes at once; 0: one per core. */
+export const CC_JOBS = new ContextVar('CC_JOBS', 0);
+
+/** A kernel of a translation unit: its source defines `name`, which the unit exports as `symbol`. */
+export interface UnitKernel {
+  readonly name: string;
+  readonly source: string;
+  readonly symbol: string;
 }
+
+/** Kernels compiled together into the shared library `out`. */
+export interface Unit {
+  readonly kernels: readonly UnitKernel[];
+  readonly out: string;
+}
+
+/**
+ * One translation unit of several kernels' sources: each function is renamed to its symbol (two kernels may
+ * share a name) and its lines are numbered from 1 as in its own source. The C renderer guards what kernels
+ * share (src/renderer/c.ts `once`), so each helper is defined once.
+ */
+export const unitSource = (kernels: readonly UnitKernel[]): string =>
+  kernels.map((k) => `#define ${k.name} ${k.symbol}\n#line 1\n${k.source}\n#undef ${k.name}\n`).join('');
+
+/**
+ * Groups kernels into units for `lanes` compilers: at most CC_BATCH kernels and about 64 KB of source each
+ * (gcc's time grows faster than a unit's size), and no fewer units than lanes where there are kernels enough.
+ */
+export function unitsOf<K extends { source: string }>(kernels: readonly K[], lanes: number): K[][] {
+  const most = Math.max(1, Math.min(CC_BATCH.value, Math.ceil(kernels.length / lanes)));
+  const units: K[][] = [];
+  let bytes = 0;
+  for (const k of kernels) {
+    const last = units.at(-1);
+    if (last === undefined || last.length >= most || bytes + k.source.length > UNIT_BYTES) {
+      units.push([k]);
+      bytes = k.source.length;
+    } else {
+      last.push(k);
+      bytes += k.source.length;
+    }
+  }
+  return units;
+}
+const UNIT_BYTES = 64 * 1024;
+
+/** Compiler processes at once: CC_JOBS, else one per core. */
+export const compilerJobs = (): number => CC_JOBS.value || availableParallelism();
 
 const shellWord = (s: string) => `'${s.replaceAll("'", `'\\''`)}'`;
 
 /**
- * Compiles each kernel into its shared library `out`, several compilers at once (one shell runs them in
- * `parallel` lanes, round robin). Sources, messages and status files go beside each out. Returns, per kernel,
- * undefined when it built, else the Error compileC would have thrown.
+ * Compiles each unit into its shared library, `compilerJobs()` compilers at once (one shell runs them in lanes,
+ * the biggest units first, each to the lane with the least source). Sources, messages and status files go
+ * beside each out. Returns, per unit, undefined when it built, else an Error with the compiler's message and
+ * the source (of its one kernel, or of the whole unit).
  */
-export function compileCMany(
-  cc: CCompiler,
-  kernels: readonly { name: string; source: string; out: string }[],
-  parallel = availableParallelism(),
-): (Error | undefined)[] {
-  const lanes: string[][] = Array.from({ length: Math.min(parallel, kernels.length) }, () => []);
-  kernels.forEach(({ source, out }, i) => {
-    writeFileSync(`${out}.c`, source);
+export function compileUnits(cc: CCompiler, units: readonly Unit[]): (Error | undefined)[] {
+  const lanes = Array.from({ length: Math.min(compilerJobs(), units.length) }, () => ({
+    bytes: 0,
+    cmds: [] as string[],
+  }));
+  const sources = units.map((u) => (u.kernels.length === 1 ? u.kernels[0]!.source : unitSource(u.kernels)));
+  const order = units.map((_, i) => i).sort((a, b) => sources[b]!.length - sources[a]!.length);
+  for (const i of order) {
+    const { out, kernels } = units[i]!;
+    writeFileSync(`${out}.c`, unitSource(kernels));
     const argv = [...cc.argv, ...compileFlags(cc), '-x', 'c', `${out}.c`, '-o', out, ...LDFLAGS].map(
       shellWord,
     );
     const [err, status] = [`${out}.err`, `${out}.status`].map(shellWord);
-    lanes[i % lanes.length]!.push(`${argv.join(' ')} </dev/null 2>${err}; echo $? >${status}`);
-  });
+    const lane = lanes.reduce((a, b) => (b.bytes < a.bytes ? b : a));
+    lane.cmds.push(`${argv.join(' ')} </dev/null 2>${err}; echo $? >${status}`);
+    lane.bytes += sources[i]!.length;
+  }
   // the script goes in on stdin: a long one would exceed the size limit of one argument
-  const script = `${lanes.map((cmds) => `(\n${cmds.join('\n')}\n) &`).join('\n')}\nwait\n`;
+  const script = `${lanes.map(({ cmds }) => `(\n${cmds.join('\n')}\n) &`).join('\n')}\nwait\n`;
   const r = spawnSync('sh', ['-s'], { input: script, encoding: 'utf8' });
-  return kernels.map(({ name, source, out }) => {
+  return units.map(({ kernels, out }, i) => {
     const read = (ext: string) =>
       existsSync(out + ext) ? readFileSync(out + ext, 'utf8').trim() : undefined;
     const [status, stderr] = [read('.status'), read('.err') ?? ''];
+    const names = kernels.map((k) => k.name).join(', ');
     if (status === '0') {
-      warnAbout(cc, name, stderr);
+      warnAbout(cc, names, stderr);
       return undefined;
     }
     const why =
       status === undefined
         ? `the batch shell did not run it (${r.error?.message ?? r.stderr.trim()})`
         : stderr || `exit status ${status}`;
-    return failure(cc, name, why, source);
+    return failure(cc, names, why, sources[i]!);
   });
 }

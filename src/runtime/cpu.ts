@@ -1,7 +1,7 @@
 // The CPU device: C kernels built by the system compiler, cached on disk, loaded through koffi, run on host memory.
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
-import { arch, availableParallelism, cpus, platform, tmpdir } from 'node:os';
+import { arch, availableParallelism, cpus, platform } from 'node:os';
 import { join } from 'node:path';
 import type { LibraryHandle } from 'koffi';
 import { ContextVar, HOST_BUFFER_ALIGN, sha256 } from '../helpers.ts';
@@ -9,6 +9,7 @@ import { LRU } from '../lru.ts';
 import { HostAllocator, type HostMemory } from './allocator.ts';
 import {
   Backend,
+  type CompileOptions,
   checkBuffers,
   type KernelLanguage,
   type KernelSource,
@@ -16,8 +17,17 @@ import {
   secondsSince,
 } from './backend.ts';
 import type { DeviceBuffer } from './buffer.ts';
-import { compileC, compileCMany, compileFlags, findCompiler, LDFLAGS } from './cc.ts';
-import { withCachedFile } from './diskcache.ts';
+import {
+  type CCompiler,
+  compileFlags,
+  compilerJobs,
+  compileUnits,
+  findCompiler,
+  LDFLAGS,
+  type UnitKernel,
+  unitsOf,
+} from './cc.ts';
+import { cachedFile, publishFile, withBuildDir } from './diskcache.ts';
 
 type Koffi = typeof import('koffi');
 let koffiModule: Koffi | undefined;
@@ -101,50 +111,94 @@ export class CPUBackend extends Backend {
   }
 
   compile(name: string, source: string): Program {
-    const cc = findCompiler();
-    const key = sha256(JSON.stringify([source, this.compilerKey()]));
-    let lib = this.libraries.get(key);
-    if (lib === undefined) {
-      lib = withCachedFile(
-        key,
-        '.so',
-        (out) => compileC(cc, name, source, out),
-        (path) => loaded(koffi().load(path)),
-      );
-      this.libraries.set(key, lib);
-    }
-    return new CPUProgram(this, name, lib);
+    const [program] = this.compileMany([{ name, source }]);
+    if (program instanceof Error) throw program;
+    return program!;
   }
 
   /**
-   * Builds in parallel into a temporary directory, for trial kernels (BEAM's candidates): their libraries are
-   * neither cached on disk nor kept here, and unloaded once their programs are dropped (OpenMP builds stay
-   * loaded: -z nodelete). Files are named by content key, as
-   * dlopen would return a library still loaded from the same path (the directory's name may come again).
+   * Builds the kernels not already loaded or in the disk cache together: in translation units of several
+   * kernels (src/runtime/cc.ts unitsOf), several compilers at once. Each kernel is cached on disk under its
+   * own content key (its unit's library, linked), so a later run that changes one kernel compiles one; a
+   * unit that fails is built again kernel by kernel, so that each error names its own kernel. Trial kernels
+   * (BEAM's candidates) are neither cached on disk nor kept here, and are unloaded once their programs are
+   * dropped (OpenMP builds stay loaded: -z nodelete).
    */
-  override compileMany(kernels: readonly KernelSource[]): (Program | Error)[] {
+  override compileMany(kernels: readonly KernelSource[], opts: CompileOptions = {}): (Program | Error)[] {
     const cc = findCompiler();
     const compiler = this.compilerKey();
-    const dir = mkdtempSync(join(tmpdir(), 'tsgrad-batch-'));
-    try {
-      // numbered too: two equal sources must not be written to one file at once
-      const jobs = kernels.map(({ name, source }, i) => ({
-        name,
-        source,
-        out: join(dir, `${i}-${sha256(JSON.stringify([source, compiler]))}.so`),
-      }));
-      const errors = compileCMany(cc, jobs);
-      return jobs.map(({ name, out }, i) => {
+    const results: (Program | Error)[] = new Array(kernels.length);
+    // the kernels to build, once per content key, with the positions of the results they give
+    const missing = new Map<string, UnitKernel & { key: string; at: number[] }>();
+    kernels.forEach(({ name, source }, i) => {
+      const key = sha256(JSON.stringify([source, compiler, LIBRARY_FORMAT]));
+      // the symbol is the content's, whichever unit holds it, so a library found on disk is read the same way
+      const symbol = `${name}_${key.slice(0, 16)}`;
+      const lib = opts.trial ? undefined : (this.libraries.get(key) ?? this.fromDisk(key));
+      if (lib !== undefined) results[i] = new CPUProgram(this, name, symbol, lib);
+      else {
+        const job = missing.get(key) ?? { name, source, symbol, key, at: [] };
+        job.at.push(i);
+        missing.set(key, job);
+      }
+    });
+    if (missing.size === 0) return results;
+    withBuildDir((dir, cached) => {
+      for (const { kernels: unit, out, error } of buildUnits(cc, dir, [...missing.values()])) {
+        let lib: Library | Error;
         try {
-          return errors[i] ?? new CPUProgram(this, name, loaded(koffi().load(out)));
+          const keys = unit.map((k) => k.key);
+          lib = error ?? loaded(koffi().load(cached ? publishFile(out, keys, '.so')[0]! : out));
         } catch (e) {
-          return e as Error;
+          lib = e as Error;
         }
-      });
-    } finally {
-      rmSync(dir, { recursive: true, force: true });
-    }
+        for (const k of unit) {
+          if (!(lib instanceof Error) && !opts.trial) this.libraries.set(k.key, lib);
+          for (const i of k.at)
+            results[i] = lib instanceof Error ? lib : new CPUProgram(this, k.name, k.symbol, lib);
+        }
+      }
+    });
+    return results;
   }
+
+  /** The library of a kernel built in an earlier run, from the disk cache. */
+  private fromDisk(key: string): Library | undefined {
+    const path = cachedFile(key, '.so');
+    if (path === undefined) return undefined;
+    const lib = loaded(koffi().load(path));
+    this.libraries.set(key, lib);
+    return lib;
+  }
+}
+
+/** Part of a kernel's cache key: libraries of format 1 exported the kernel under its own name, not its symbol. */
+const LIBRARY_FORMAT = 2;
+
+type Job = UnitKernel & { key: string };
+
+/**
+ * Compiles the jobs in units into `dir`; a unit that fails is built again kernel by kernel, so that each error
+ * is its kernel's own. Libraries are named by content: dlopen returns a library still loaded from the same
+ * path (OpenMP builds stay loaded), and a temporary directory's name may come again.
+ */
+function buildUnits<K extends Job>(
+  cc: CCompiler,
+  dir: string,
+  jobs: readonly K[],
+): { kernels: K[]; out: string; error: Error | undefined }[] {
+  const named = (kernels: K[]) => ({
+    kernels,
+    out: join(dir, `${sha256(kernels.map((k) => k.key).join()).slice(0, 32)}.so`),
+  });
+  const units = unitsOf(jobs, compilerJobs()).map(named);
+  const errors = compileUnits(cc, units);
+  const failed = units.filter((u, i) => errors[i] !== undefined && u.kernels.length > 1);
+  const done = units.flatMap((u, i) => (failed.includes(u) ? [] : [{ ...u, error: errors[i] }]));
+  if (failed.length === 0) return done;
+  const alone = failed.flatMap((u) => u.kernels.map((k) => named([k])));
+  const again = compileUnits(cc, alone);
+  return [...done, ...alone.map((u, i) => ({ ...u, error: again[i] }))];
 }
 
 class CPUProgram implements Program {
@@ -155,6 +209,8 @@ class CPUProgram implements Program {
   constructor(
     private readonly backend: CPUBackend,
     readonly name: string,
+    /** The function's name in the library (see compileMany). */
+    private readonly symbol: string,
     private readonly lib: Library,
   ) {}
 
@@ -180,7 +236,7 @@ class CPUProgram implements Program {
     if (this.fn === undefined || nbufs !== this.nbufs || nvars !== this.nvars) {
       const types = [...Array<string>(nbufs).fill('uintptr_t'), ...Array<string>(nvars).fill('int32_t')];
       try {
-        this.fn = this.lib.handle.func(this.name, 'void', types);
+        this.fn = this.lib.handle.func(this.symbol, 'void', types);
       } catch (e) {
         throw new Error(
           `CPU: kernel ${this.name}: ${(e as Error).message}; its source must define void ${this.name}(...)`,
