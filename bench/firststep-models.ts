@@ -4,7 +4,6 @@ import { Adam, dtypes, Embedding, getParameters, LayerNorm, Linear, Tensor } fro
 
 /** A model's training step and a function giving the i-th batch of its inputs. */
 export interface Workload {
-  name: string;
   step: (x: Tensor, y: Tensor) => Tensor;
   batch: (i: number) => [Tensor, Tensor];
 }
@@ -16,7 +15,6 @@ export function mnistWorkload(): Workload {
   const net = new Net();
   const opt = new Adam(net.parameters(), { lr: 0.002 });
   return {
-    name: 'beautiful_mnist (batch 128)',
     step: (x, y) => {
       Tensor.training = true;
       opt.zeroGrad();
@@ -42,7 +40,6 @@ export function mlpWorkload(): Workload {
   const layers = Array.from({ length: 8 }, () => new Linear(WIDTH, WIDTH));
   const opt = new Adam(getParameters(layers), { lr: 0.001 });
   return {
-    name: '8x512 MLP (batch 64)',
     step: (x, y) => {
       opt.zeroGrad();
       let h = x;
@@ -103,7 +100,6 @@ export function transformerWorkload(): Workload {
   const opt = new Adam(getParameters([tokens, positions, ...blocks, lnF, head]), { lr: 3e-4 });
   const where = Tensor.arange(SEQ).reshape([1, SEQ]);
   return {
-    name: 'transformer 2x128 (batch 8, seq 64)',
     step: (x, y) => {
       opt.zeroGrad();
       let h = tokens.forward(x).add(positions.forward(where));
@@ -122,3 +118,9 @@ export function transformerWorkload(): Workload {
 }
 
 export const WORKLOADS = { mnist: mnistWorkload, mlp: mlpWorkload, transformer: transformerWorkload };
+
+export const TITLES: Record<keyof typeof WORKLOADS, string> = {
+  mnist: 'beautiful_mnist (batch 128)',
+  mlp: '8x512 MLP (batch 64)',
+  transformer: 'transformer 2x128 (batch 8, seq 64)',
+};

@@ -107,8 +107,11 @@ function warnAbout(cc: CCompiler, names: string, stderr: string): void {
   if (stderr.trim() !== '') console.warn(`CPU: kernel ${names}: ${cc.argv.join(' ')} warns:\n${stderr}`);
 }
 
-/** Kernels per translation unit at most (a compiler process's start costs about a kernel's compile). */
-export const CC_BATCH = new ContextVar('CC_BATCH', 16);
+/**
+ * Kernels per translation unit at most. A gcc process costs about 170 ms of CPU before its first kernel and
+ * about 30 ms per kernel after (bench/compile_batch.ts), so units are as big as the cores allow.
+ */
+export const CC_BATCH = new ContextVar('CC_BATCH', 64);
 /** Compiler processes at once; 0: one per core. */
 export const CC_JOBS = new ContextVar('CC_JOBS', 0);
 
@@ -134,8 +137,9 @@ export const unitSource = (kernels: readonly UnitKernel[]): string =>
   kernels.map((k) => `#define ${k.name} ${k.symbol}\n#line 1\n${k.source}\n#undef ${k.name}\n`).join('');
 
 /**
- * Groups kernels into units for `lanes` compilers: at most CC_BATCH kernels and about 64 KB of source each
- * (gcc's time grows faster than a unit's size), and no fewer units than lanes where there are kernels enough.
+ * Groups kernels into units for `lanes` compilers: as many units as lanes where there are kernels enough, at
+ * most CC_BATCH kernels each, and a kernel of more than UNIT_BYTES of source alone (it takes seconds: the
+ * other lanes go on with the rest).
  */
 export function unitsOf<K extends { source: string }>(kernels: readonly K[], lanes: number): K[][] {
   const most = Math.max(1, Math.min(CC_BATCH.value, Math.ceil(kernels.length / lanes)));
@@ -153,7 +157,7 @@ export function unitsOf<K extends { source: string }>(kernels: readonly K[], lan
   }
   return units;
 }
-const UNIT_BYTES = 64 * 1024;
+const UNIT_BYTES = 256 * 1024;
 
 /** Compiler processes at once: CC_JOBS, else one per core. */
 export const compilerJobs = (): number => CC_JOBS.value || availableParallelism();

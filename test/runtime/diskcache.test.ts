@@ -5,6 +5,7 @@ import {
   readFileSync,
   renameSync,
   rmSync,
+  statSync,
   truncateSync,
   writeFileSync,
 } from 'node:fs';
@@ -13,6 +14,7 @@ import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { dtypes } from '../../src/dtype.ts';
 import { Context } from '../../src/helpers.ts';
+import type { Program } from '../../src/runtime/backend.ts';
 import { DeviceBuffer } from '../../src/runtime/buffer.ts';
 import { CPUBackend } from '../../src/runtime/cpu.ts';
 import {
@@ -161,6 +163,36 @@ describe('CPU kernels in the disk cache', () => {
       expect(runs(new CPUBackend('CPU'))).toBe(true);
       expect(delta(before)).toEqual({ hits: 1, builds: 3, corrupt: 2 });
       expect(readFileSync(path)).toEqual(good);
+    });
+  });
+
+  it('a batch fills one entry per kernel (its unit, linked): a later run with one new kernel builds one', () => {
+    const dir = freshDir();
+    const stamp = Date.now();
+    const kernel = (k: number) => ({
+      name: `k${k}`,
+      source: `void k${k}(int* restrict data0) { /* ${stamp} */\n  data0[0] = ${k};\n}`,
+    });
+    /** What each kernel writes, compiled on a new device (as a new process would). */
+    const values = (ks: number[]) => {
+      const cpu = new CPUBackend('CPU');
+      return cpu.compileMany(ks.map(kernel)).map((p) => {
+        const out = new DeviceBuffer(cpu, 1, dtypes.int32);
+        (p as Program).run([out]);
+        return out.view()[0];
+      });
+    };
+    Context.with({ CACHEDIR: dir, CC_JOBS: 1 }, () => {
+      const before = counts();
+      expect(values([1, 2, 3])).toEqual([1, 2, 3]);
+      expect(delta(before)).toEqual({ hits: 0, builds: 1, corrupt: 0 });
+      const files = readdirSync(dir);
+      expect(files).toHaveLength(3);
+      expect(new Set(files.map((f) => statSync(join(dir, f)).ino)).size).toBe(1);
+      // two kernels from the cache, one built
+      expect(values([2, 4, 3])).toEqual([2, 4, 3]);
+      expect(delta(before)).toEqual({ hits: 2, builds: 2, corrupt: 0 });
+      expect(readdirSync(dir)).toHaveLength(4);
     });
   });
 });
