@@ -23,8 +23,12 @@ function sourcesOf(name: keyof typeof WORKLOADS): KernelSource[] {
   const seen = new Map<string, KernelSource>();
   const compileMany = CPUBackend.prototype.compileMany;
   CPUBackend.prototype.compileMany = function (this: CPUBackend, kernels, opts) {
-    for (const k of kernels) seen.set(k.source, k);
-    return compileMany.call(this, kernels, opts);
+    const noted = kernels.map((input) => () => {
+      const k = typeof input === 'function' ? input() : input;
+      seen.set(k.source, k);
+      return k;
+    });
+    return compileMany.call(this, noted, opts);
   };
   const cache = mkdtempSync(join(tmpdir(), 'tsgrad-batch-bench-'));
   try {

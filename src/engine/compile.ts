@@ -75,8 +75,11 @@ export function compileKernels(asts: readonly UOp[], device: string): Compiled[]
     if (results[i] === undefined) missing.set(keys[i]!, ast);
   });
   if (missing.size === 0) return results as Compiled[];
-  const lowered = [...missing.values()].map((ast) => lower(ast, device, backend));
-  const compiled = backend.compileMany(lowered);
+  // each is lowered when the device asks for it: one compiling in the background overlaps the two
+  const lowered: ReturnType<typeof lower>[] = [];
+  const compiled = backend.compileMany(
+    [...missing.values()].map((ast, i) => () => (lowered[i] = lower(ast, device, backend))),
+  );
   const made = new Map<string, Compiled>();
   let error: Error | undefined;
   [...missing.keys()].forEach((key, i) => {

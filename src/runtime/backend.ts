@@ -77,11 +77,14 @@ export abstract class Backend {
 
   /**
    * Compiles several kernels, each as compile would (a device may run its compiler on several at once, or
-   * compile several in one unit); a failure is its Error. The engine compiles a plan's new kernels so.
+   * compile several in one unit); a failure, or a kernel function that throws, is its Error. The engine
+   * compiles a plan's new kernels so, as functions that render them when called: a device that compiles in
+   * the background calls each once it has started compiling the ones before.
    */
-  compileMany(kernels: readonly KernelSource[], _opts: CompileOptions = {}): (Program | Error)[] {
-    return kernels.map(({ name, source }) => {
+  compileMany(kernels: readonly KernelInput[], _opts: CompileOptions = {}): (Program | Error)[] {
+    return kernels.map((input) => {
       try {
+        const { name, source } = typeof input === 'function' ? input() : input;
         return this.compile(name, source);
       } catch (e) {
         return e as Error;
@@ -99,6 +102,9 @@ export interface KernelSource {
   name: string;
   source: string;
 }
+
+/** A kernel to compile, or a function giving it (rendering it) when called. */
+export type KernelInput = KernelSource | (() => KernelSource);
 
 export interface CompileOptions {
   /** Trial kernels (BEAM's candidates): run a few times and dropped, so not worth caching. */

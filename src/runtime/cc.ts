@@ -4,6 +4,7 @@ import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
 import { ContextVar } from '../helpers.ts';
 import { numberedSource } from './backend.ts';
+import { CompilerRuns } from './compile-worker.ts';
 
 /** The C compiler command (words split on spaces, as make does); empty: gcc or clang (see findCompiler). */
 export const CC = new ContextVar<string>('CC', '');
@@ -136,74 +137,84 @@ export interface Unit {
 export const unitSource = (kernels: readonly UnitKernel[]): string =>
   kernels.map((k) => `#define ${k.name} ${k.symbol}\n#line 1\n${k.source}\n#undef ${k.name}\n`).join('');
 
-/**
- * Groups kernels into units for `lanes` compilers: as many units as lanes where there are kernels enough, at
- * most CC_BATCH kernels each, and a kernel of more than UNIT_BYTES of source alone (it takes seconds: the
- * other lanes go on with the rest).
- */
-export function unitsOf<K extends { source: string }>(kernels: readonly K[], lanes: number): K[][] {
-  const most = Math.max(1, Math.min(CC_BATCH.value, Math.ceil(kernels.length / lanes)));
-  const units: K[][] = [];
-  let bytes = 0;
-  for (const k of kernels) {
-    const last = units.at(-1);
-    if (last === undefined || last.length >= most || bytes + k.source.length > UNIT_BYTES) {
-      units.push([k]);
-      bytes = k.source.length;
-    } else {
-      last.push(k);
-      bytes += k.source.length;
-    }
-  }
-  return units;
-}
-const UNIT_BYTES = 256 * 1024;
-
 /** Compiler processes at once: CC_JOBS, else one per core. */
 export const compilerJobs = (): number => CC_JOBS.value || availableParallelism();
 
-const shellWord = (s: string) => `'${s.replaceAll("'", `'\\''`)}'`;
+// a kernel this big takes seconds: alone in its unit, the other lanes go on with the rest
+const UNIT_BYTES = 256 * 1024;
+
+/** A unit's outcome: undefined where its library built, else the compiler's Error. */
+export interface Built<K extends UnitKernel> extends Unit {
+  readonly kernels: K[];
+  readonly error: Error | undefined;
+}
 
 /**
- * Compiles each unit into its shared library, `compilerJobs()` compilers at once (one shell runs them in lanes,
- * the biggest units first, each to the lane with the least source). Sources, messages and status files go
- * beside each out. Returns, per unit, undefined when it built, else an Error with the compiler's message and
- * the source (of its one kernel, or of the whole unit).
+ * Compiles kernels as they are added, in the background: they are grouped into units of at most CC_BATCH
+ * kernels, as many units as compiler lanes where there are kernels enough (`count` is how many may come), a
+ * kernel of over UNIT_BYTES alone; a unit starts compiling once full, while the caller renders the next
+ * kernels. `finish` waits for all; a unit that failed is built again kernel by kernel, so that each error is
+ * its kernel's own. `libraryOf` names a unit's library.
  */
-export function compileUnits(cc: CCompiler, units: readonly Unit[]): (Error | undefined)[] {
-  const lanes = Array.from({ length: Math.min(compilerJobs(), units.length) }, () => ({
-    bytes: 0,
-    cmds: [] as string[],
-  }));
-  const sources = units.map((u) => (u.kernels.length === 1 ? u.kernels[0]!.source : unitSource(u.kernels)));
-  const order = units.map((_, i) => i).sort((a, b) => sources[b]!.length - sources[a]!.length);
-  for (const i of order) {
-    const { out, kernels } = units[i]!;
-    writeFileSync(`${out}.c`, unitSource(kernels));
-    const argv = [...cc.argv, ...compileFlags(cc), '-x', 'c', `${out}.c`, '-o', out, ...LDFLAGS].map(
-      shellWord,
-    );
-    const [err, status] = [`${out}.err`, `${out}.status`].map(shellWord);
-    const lane = lanes.reduce((a, b) => (b.bytes < a.bytes ? b : a));
-    lane.cmds.push(`${argv.join(' ')} </dev/null 2>${err}; echo $? >${status}`);
-    lane.bytes += sources[i]!.length;
+export class UnitBuilds<K extends UnitKernel> {
+  private readonly lanes = compilerJobs();
+  private readonly most: number;
+  private readonly runs: CompilerRuns;
+  private readonly started: { unit: Unit & { kernels: K[] }; slot: number }[] = [];
+  private next: K[] = [];
+  private bytes = 0;
+
+  constructor(
+    private readonly cc: CCompiler,
+    count: number,
+    private readonly libraryOf: (kernels: readonly K[]) => string,
+    /** Kernels per unit at most, where not the rule above. */
+    most?: number,
+  ) {
+    this.most = most ?? Math.max(1, Math.min(CC_BATCH.value, Math.ceil(count / this.lanes)));
+    this.runs = new CompilerRuns(count, this.lanes);
   }
-  // the script goes in on stdin: a long one would exceed the size limit of one argument
-  const script = `${lanes.map(({ cmds }) => `(\n${cmds.join('\n')}\n) &`).join('\n')}\nwait\n`;
-  const r = spawnSync('sh', ['-s'], { input: script, encoding: 'utf8' });
-  return units.map(({ kernels, out }, i) => {
-    const read = (ext: string) =>
-      existsSync(out + ext) ? readFileSync(out + ext, 'utf8').trim() : undefined;
-    const [status, stderr] = [read('.status'), read('.err') ?? ''];
+
+  add(kernel: K): void {
+    if (this.next.length >= this.most || this.bytes + kernel.source.length > UNIT_BYTES) this.startNext();
+    this.next.push(kernel);
+    this.bytes += kernel.source.length;
+  }
+
+  finish(): Built<K>[] {
+    this.startNext();
+    const built = this.started.map(({ unit, slot }) => ({ ...unit, error: this.outcome(unit, slot) }));
+    const failed = built.filter((u) => u.error !== undefined && u.kernels.length > 1);
+    if (failed.length === 0) return built;
+    const kernels = failed.flatMap((u) => u.kernels);
+    const alone = new UnitBuilds(this.cc, kernels.length, this.libraryOf, 1);
+    for (const k of kernels) alone.add(k);
+    return [...built.filter((u) => !failed.includes(u)), ...alone.finish()];
+  }
+
+  private startNext(): void {
+    if (this.next.length === 0) return;
+    const unit = { kernels: this.next, out: this.libraryOf(this.next) };
+    const { out } = unit;
+    writeFileSync(`${out}.c`, unitSource(unit.kernels));
+    const argv = [...this.cc.argv, ...compileFlags(this.cc), '-x', 'c', `${out}.c`, '-o', out, ...LDFLAGS];
+    this.started.push({ unit, slot: this.runs.start({ argv, stderr: `${out}.err` }) });
+    this.next = [];
+    this.bytes = 0;
+  }
+
+  private outcome({ kernels, out }: Unit, slot: number): Error | undefined {
+    const state = this.runs.wait(slot);
+    const stderr = existsSync(`${out}.err`) ? readFileSync(`${out}.err`, 'utf8').trim() : '';
     const names = kernels.map((k) => k.name).join(', ');
-    if (status === '0') {
-      warnAbout(cc, names, stderr);
+    if (state === 'ok') {
+      warnAbout(this.cc, names, stderr);
       return undefined;
     }
     const why =
-      status === undefined
-        ? `the batch shell did not run it (${r.error?.message ?? r.stderr.trim()})`
-        : stderr || `exit status ${status}`;
-    return failure(cc, names, why, sources[i]!);
-  });
+      state === 'not started'
+        ? `the compiler did not start: ${stderr}`
+        : stderr || 'the compiler failed without a message';
+    return failure(this.cc, names, why, kernels.length === 1 ? kernels[0]!.source : unitSource(kernels));
+  }
 }

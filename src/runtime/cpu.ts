@@ -11,22 +11,14 @@ import {
   Backend,
   type CompileOptions,
   checkBuffers,
+  type KernelInput,
   type KernelLanguage,
   type KernelSource,
   type Program,
   secondsSince,
 } from './backend.ts';
 import type { DeviceBuffer } from './buffer.ts';
-import {
-  type CCompiler,
-  compileFlags,
-  compilerJobs,
-  compileUnits,
-  findCompiler,
-  LDFLAGS,
-  type UnitKernel,
-  unitsOf,
-} from './cc.ts';
+import { compileFlags, findCompiler, LDFLAGS, UnitBuilds, type UnitKernel } from './cc.ts';
 import { cachedFile, publishFile, withBuildDir } from './diskcache.ts';
 
 type Koffi = typeof import('koffi');
@@ -124,31 +116,45 @@ export class CPUBackend extends Backend {
    * (BEAM's candidates) are neither cached on disk nor kept here, and are unloaded once their programs are
    * dropped (OpenMP builds stay loaded: -z nodelete).
    */
-  override compileMany(kernels: readonly KernelSource[], opts: CompileOptions = {}): (Program | Error)[] {
+  override compileMany(kernels: readonly KernelInput[], opts: CompileOptions = {}): (Program | Error)[] {
     const cc = findCompiler();
     const compiler = this.compilerKey();
     const results: (Program | Error)[] = new Array(kernels.length);
-    // the kernels to build, once per content key, with the positions of the results they give
-    const missing = new Map<string, UnitKernel & { key: string; at: number[] }>();
-    kernels.forEach(({ name, source }, i) => {
-      const key = sha256(JSON.stringify([source, compiler, LIBRARY_FORMAT]));
-      // the symbol is the content's, whichever unit holds it, so a library found on disk is read the same way
-      const symbol = `${name}_${key.slice(0, 16)}`;
-      const lib = opts.trial ? undefined : (this.libraries.get(key) ?? this.fromDisk(key));
-      if (lib !== undefined) results[i] = new CPUProgram(this, name, symbol, lib);
-      else {
-        const job = missing.get(key) ?? { name, source, symbol, key, at: [] };
-        job.at.push(i);
-        missing.set(key, job);
-      }
-    });
-    if (missing.size === 0) return results;
-    withBuildDir((dir, cached) => {
-      for (const { kernels: unit, out, error } of buildUnits(cc, dir, [...missing.values()])) {
+    // the kernels being built, once per content key, with the positions of the results they give
+    const building = new Map<string, Job>();
+    return withBuildDir((dir, cached) => {
+      // libraries are named by content: dlopen returns a library still loaded from the same path (OpenMP
+      // builds stay loaded), and a temporary directory's name may come again
+      const libraryOf = (unit: readonly Job[]) =>
+        join(dir, `${sha256(unit.map((k) => k.key).join()).slice(0, 32)}.so`);
+      const builds = new UnitBuilds(cc, kernels.length, libraryOf);
+      kernels.forEach((input, i) => {
+        let kernel: KernelSource;
+        try {
+          kernel = typeof input === 'function' ? input() : input;
+        } catch (e) {
+          results[i] = e as Error;
+          return;
+        }
+        const { name, source } = kernel;
+        const key = sha256(JSON.stringify([source, compiler, LIBRARY_FORMAT]));
+        // the symbol is the content's, whichever unit holds it, so a library found on disk is read the same way
+        const symbol = `${name}_${key.slice(0, 16)}`;
+        const lib = opts.trial ? undefined : (this.libraries.get(key) ?? this.fromDisk(key));
+        if (lib !== undefined) results[i] = new CPUProgram(this, name, symbol, lib);
+        else if (building.has(key)) building.get(key)!.at.push(i);
+        else {
+          const job = { name, source, symbol, key, at: [i] };
+          building.set(key, job);
+          builds.add(job);
+        }
+      });
+      for (const { kernels: unit, out, error } of builds.finish()) {
         let lib: Library | Error;
         try {
           const keys = unit.map((k) => k.key);
-          lib = error ?? loaded(koffi().load(cached ? publishFile(out, keys, '.so')[0]! : out));
+          lib =
+            error ?? loaded(koffi().load(cached && !opts.trial ? publishFile(out, keys, '.so')[0]! : out));
         } catch (e) {
           lib = e as Error;
         }
@@ -158,8 +164,8 @@ export class CPUBackend extends Backend {
             results[i] = lib instanceof Error ? lib : new CPUProgram(this, k.name, k.symbol, lib);
         }
       }
+      return results;
     });
-    return results;
   }
 
   /** The library of a kernel built in an earlier run, from the disk cache. */
@@ -175,31 +181,8 @@ export class CPUBackend extends Backend {
 /** Part of a kernel's cache key: libraries of format 1 exported the kernel under its own name, not its symbol. */
 const LIBRARY_FORMAT = 2;
 
-type Job = UnitKernel & { key: string };
-
-/**
- * Compiles the jobs in units into `dir`; a unit that fails is built again kernel by kernel, so that each error
- * is its kernel's own. Libraries are named by content: dlopen returns a library still loaded from the same
- * path (OpenMP builds stay loaded), and a temporary directory's name may come again.
- */
-function buildUnits<K extends Job>(
-  cc: CCompiler,
-  dir: string,
-  jobs: readonly K[],
-): { kernels: K[]; out: string; error: Error | undefined }[] {
-  const named = (kernels: K[]) => ({
-    kernels,
-    out: join(dir, `${sha256(kernels.map((k) => k.key).join()).slice(0, 32)}.so`),
-  });
-  const units = unitsOf(jobs, compilerJobs()).map(named);
-  const errors = compileUnits(cc, units);
-  const failed = units.filter((u, i) => errors[i] !== undefined && u.kernels.length > 1);
-  const done = units.flatMap((u, i) => (failed.includes(u) ? [] : [{ ...u, error: errors[i] }]));
-  if (failed.length === 0) return done;
-  const alone = failed.flatMap((u) => u.kernels.map((k) => named([k])));
-  const again = compileUnits(cc, alone);
-  return [...done, ...alone.map((u, i) => ({ ...u, error: again[i] }))];
-}
+/** A kernel to build: its unit's name for it, its content key, and the positions of the results it gives. */
+type Job = UnitKernel & { key: string; at: number[] };
 
 class CPUProgram implements Program {
   private fn: ((...args: number[]) => void) | undefined;

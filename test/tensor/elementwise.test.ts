@@ -15,7 +15,7 @@ import {
 } from '../../src/dtype.ts';
 import { scheduleOf } from '../../src/engine/realize.ts';
 import { renderC } from '../../src/renderer/c.ts';
-import { compileUnits, findCompiler } from '../../src/runtime/cc.ts';
+import { findCompiler, UnitBuilds } from '../../src/runtime/cc.ts';
 import { Tensor } from '../../src/tensor/index.ts';
 import { DEVICES } from '../devices.ts';
 
@@ -704,7 +704,9 @@ describe('generated C', () => {
     );
     const warn = vi.spyOn(console, 'warn').mockImplementation(() => {});
     try {
-      expect(compileUnits(findCompiler(), [{ kernels, out: join(dir, 'all.so') }])).toEqual([undefined]);
+      const unit = new UnitBuilds(findCompiler(), kernels.length, () => join(dir, 'all.so'), kernels.length);
+      for (const k of kernels) unit.add(k);
+      expect(unit.finish().map((u) => u.error)).toEqual([undefined]);
       expect(warn.mock.calls).toEqual([]);
     } finally {
       warn.mockRestore();
