@@ -76,6 +76,7 @@ export function compileKernels(asts: readonly UOp[], device: string): Compiled[]
   });
   if (missing.size === 0) return results as Compiled[];
   // each is lowered when the device asks for it: one compiling in the background overlaps the two
+  const t0 = performance.now();
   const lowered: ReturnType<typeof lower>[] = [];
   const compiled = backend.compileMany(
     [...missing.values()].map((ast, i) => () => (lowered[i] = lower(ast, device, backend))),
@@ -92,6 +93,10 @@ export function compileKernels(asts: readonly UOp[], device: string): Compiled[]
       built++;
     }
   });
+  if (DEBUG.value >= 1)
+    console.log(
+      `compile: ${missing.size} kernel(s) for ${device} in ${(performance.now() - t0).toFixed(2)} ms`,
+    );
   if (error !== undefined) throw error;
   return keys.map((key, i) => results[i] ?? made.get(key)!);
 }
