@@ -9,6 +9,7 @@ import {
   readFileSync,
   renameSync,
   rmSync,
+  statSync,
   writeFileSync,
 } from 'node:fs';
 import { homedir, tmpdir } from 'node:os';
@@ -36,16 +37,25 @@ const trailer = (body: Uint8Array) => `tsgrad ${String(body.length).padStart(12,
 
 type EntryState = 'ok' | 'missing' | 'corrupt';
 
+// files verified in this process, by identity: a unit's library is one file under many keys, checked once
+const verified = new Set<string>();
+
 function check(path: string): EntryState {
   let data: Buffer;
+  let id: string;
   try {
+    const s = statSync(path, { bigint: true });
+    id = `${s.dev}:${s.ino}:${s.size}:${s.mtimeNs}`;
+    if (verified.has(id)) return 'ok';
     data = readFileSync(path);
   } catch {
     return 'missing';
   }
   if (data.length < TRAILER_BYTES) return 'corrupt';
   const body = data.subarray(0, data.length - TRAILER_BYTES);
-  return data.subarray(body.length).toString('latin1') === trailer(body) ? 'ok' : 'corrupt';
+  if (data.subarray(body.length).toString('latin1') !== trailer(body)) return 'corrupt';
+  verified.add(id);
+  return 'ok';
 }
 
 /** The path of the verified cache entry for `key`; undefined when it is missing or corrupt, or nothing is cached. */
