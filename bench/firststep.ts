@@ -2,7 +2,7 @@
 // one (each run a fresh process), beside the later steps, for the models of bench/firststep-models.ts; with
 // TINYGRAD_PATH set, tinygrad's figures from bench/firststep_peer.py in the same run.
 // Usage: npx tsx bench/firststep.ts [models...] [--later N] [--start STEPS]
-//   models: mnist, mlp, transformer (default: all); --start also times `npm start -- --steps STEPS`.
+//   models: mnist, mlp, transformer (default: all, or none with --start); --start times `npm start -- --steps STEPS`.
 import { spawnSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -100,7 +100,9 @@ function npmStart(steps: number, cache: string): number {
 
 function main(): void {
   const models = args.filter((a) => a in WORKLOADS) as Model[];
-  const chosen = models.length > 0 ? models : (Object.keys(WORKLOADS) as Model[]);
+  // --start alone times only npm start
+  const all = args.includes('--start') ? [] : (Object.keys(WORKLOADS) as Model[]);
+  const chosen = models.length > 0 ? models : all;
   const s = (x: number | undefined) => (x === undefined ? '-' : x.toFixed(2)).padStart(8);
   console.log(
     `${'model'.padEnd(36)} ${'cache'.padEnd(6)} ${'init s'.padStart(8)} ${'first s'.padStart(8)} ${'cc cpu s'.padStart(8)} ${'later s'.padStart(8)} ${'tg first'.padStart(8)} ${'tg later'.padStart(8)}`,
