@@ -53,34 +53,75 @@ let built = 0;
 /** Programs built since the process started (a compile each, or a load from the disk cache) and programs cached. */
 export const programStats = (): { built: number; cached: number } => ({ built, cached: programs.size });
 
+const keyOf = (ast: UOp, device: string, backend: Backend) =>
+  // the optimizations in force are part of what a kernel compiles to
+  `${device}|${optsKey(backend)}|${ast.key}`;
+
 /** Opts (searched where BEAM asks, else hand-coded), lowering, render, compile: a kernel's program, cached. */
 export function compileKernel(ast: UOp, device: string): Compiled {
+  const p = programs.get(keyOf(ast, device, Device.get(device)));
+  return p ?? compileKernels([ast], device)[0]!;
+}
+
+/**
+ * The programs of several kernels: those not cached are lowered and rendered one by one, then compiled
+ * together (`Backend.compileMany`: the device decides how, in parallel or several to a unit). Throws the
+ * first kernel's error where one does not compile; the others are cached all the same.
+ */
+export function compileKernels(asts: readonly UOp[], device: string): Compiled[] {
   const backend = Device.get(device);
-  // the optimizations in force are part of what a kernel compiles to
-  const key = `${device}|${optsKey(backend)}|${ast.key}`;
-  let p = programs.get(key);
-  if (p === undefined) {
-    const language = backend.language();
-    if (language === undefined)
-      throw new Error(
-        `device ${device} holds data only and runs no kernels: move the tensor first (.to('CPU'))`,
-      );
-    const render = RENDERERS[language];
-    const target = targetOf(backend);
-    const lacks = backend.lacks();
-    const searched =
-      BEAM.value > 0 && !NOOPT.value
-        ? beamSearch(ast, backend, render, BEAM.value, { target, lacks })
-        : undefined;
-    const { name, linear, display, flops, opts } = lowerKernel(ast, { target, lacks, opts: searched });
-    const source = render(name, linear);
-    if (DEBUG.value >= 5) console.log(toCode(ast));
-    if (DEBUG.value >= 6) console.log(printLinear(linear));
-    if (DEBUG.value >= 4) console.log(READABLE[language]?.(name, linear) ?? source);
-    if (DEBUG.value >= 3) console.log(`${display}: ${opts.length ? printOpts(opts) : 'no opts'}`);
-    p = { program: backend.compile(name, source), display, flops };
-    built++;
-    programs.set(key, p);
-  }
-  return p;
+  const keys = asts.map((ast) => keyOf(ast, device, backend));
+  const results = keys.map((key) => programs.get(key));
+  const missing = new Map<string, UOp>();
+  asts.forEach((ast, i) => {
+    if (results[i] === undefined) missing.set(keys[i]!, ast);
+  });
+  if (missing.size === 0) return results as Compiled[];
+  // each is lowered when the device asks for it: one compiling in the background overlaps the two
+  const t0 = performance.now();
+  const lowered: ReturnType<typeof lower>[] = [];
+  const compiled = backend.compileMany(
+    [...missing.values()].map((ast, i) => () => (lowered[i] = lower(ast, device, backend))),
+  );
+  const made = new Map<string, Compiled>();
+  let error: Error | undefined;
+  [...missing.keys()].forEach((key, i) => {
+    const program = compiled[i]!;
+    if (program instanceof Error) error ??= program;
+    else {
+      const { display, flops } = lowered[i]!;
+      made.set(key, { program, display, flops });
+      programs.set(key, made.get(key)!);
+      built++;
+    }
+  });
+  if (DEBUG.value >= 1)
+    console.log(
+      `compile: ${missing.size} kernel(s) for ${device} in ${(performance.now() - t0).toFixed(2)} ms`,
+    );
+  if (error !== undefined) throw error;
+  return keys.map((key, i) => results[i] ?? made.get(key)!);
+}
+
+/** A kernel lowered for its device and rendered (what DEBUG shows at 3 to 6 is printed here). */
+function lower(ast: UOp, device: string, backend: Backend) {
+  const language = backend.language();
+  if (language === undefined)
+    throw new Error(
+      `device ${device} holds data only and runs no kernels: move the tensor first (.to('CPU'))`,
+    );
+  const render = RENDERERS[language];
+  const target = targetOf(backend);
+  const lacks = backend.lacks();
+  const searched =
+    BEAM.value > 0 && !NOOPT.value
+      ? beamSearch(ast, backend, render, BEAM.value, { target, lacks })
+      : undefined;
+  const { name, linear, display, flops, opts } = lowerKernel(ast, { target, lacks, opts: searched });
+  const source = render(name, linear);
+  if (DEBUG.value >= 5) console.log(toCode(ast));
+  if (DEBUG.value >= 6) console.log(printLinear(linear));
+  if (DEBUG.value >= 4) console.log(READABLE[language]?.(name, linear) ?? source);
+  if (DEBUG.value >= 3) console.log(`${display}: ${opts.length ? printOpts(opts) : 'no opts'}`);
+  return { name, source, display, flops };
 }

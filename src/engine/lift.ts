@@ -52,29 +52,55 @@ export class KernelStep<K> {
     this.placeholders = placeholdersOf(ast);
   }
 
+  /**
+   * The AST this step has no program for yet and would compile to run with these values, else undefined;
+   * changes nothing (the engine compiles a plan's new kernels together before `program` asks for them).
+   */
+  pending(values: readonly ConstValue[]): UOp | undefined {
+    if (LIFT.value === 0) return bake(this.ast, values);
+    const mine = this.valuesOf(values);
+    const first = this.first ?? mine;
+    const positions = this.liftedFor(mine, first);
+    if (positions === undefined) return this.baked === undefined ? this.astReading([], first) : undefined;
+    return positions === this.lifted?.positions ? undefined : this.astReading(positions, first);
+  }
+
   /** The program for these graph values, and the one-element buffers of the constants it reads at run time. */
   program(values: readonly ConstValue[], compile: CompileKernel<K>): { kernel: K; extra: DeviceBuffer[] } {
     // LIFT=0 compiles the AST of every new value (the program cache keeps each)
     if (LIFT.value === 0) return { kernel: compile(bake(this.ast, values)), extra: [] };
-    const mine = this.placeholders.map((p) => values[p.tag as number]!);
+    const mine = this.valuesOf(values);
     const first = (this.first ??= mine);
-    const differs = mine.flatMap((v, j) => (Object.is(v, first[j]) ? [] : [j]));
-    if (differs.length === 0) return { kernel: (this.baked ??= compile(this.astReading([]))), extra: [] };
-    const known = this.lifted?.positions ?? [];
-    if (this.lifted === undefined || differs.some((j) => !known.includes(j))) {
-      const positions = [...new Set([...known, ...differs])].sort((a, b) => a - b);
-      this.lifted = { positions, kernel: compile(this.astReading(positions)) };
-    }
-    const extra = this.lifted.positions.map((j) => {
+    const positions = this.liftedFor(mine, first);
+    if (positions === undefined)
+      return { kernel: (this.baked ??= compile(this.astReading([], first))), extra: [] };
+    if (positions !== this.lifted?.positions)
+      this.lifted = { positions, kernel: compile(this.astReading(positions, first)) };
+    const extra = positions.map((j) => {
       const d = this.placeholders[j]!.dtype;
       return new DeviceBuffer(this.device, 1, d).allocate().copyin(toStorage(d, [mine[j]!]));
     });
     return { kernel: this.lifted.kernel, extra };
   }
 
-  /** The AST reading the placeholders at `positions` from buffer parameters after its own, the others baked. */
-  private astReading(positions: readonly number[]): UOp {
-    const first = this.first!;
+  private valuesOf(values: readonly ConstValue[]): ConstValue[] {
+    return this.placeholders.map((p) => values[p.tag as number]!);
+  }
+
+  /**
+   * The placeholders to read at run time for these values: undefined where all are the first values, the
+   * lifted program's where it reads every one that differs, else those and the ones that differ now.
+   */
+  private liftedFor(mine: readonly ConstValue[], first: readonly ConstValue[]): number[] | undefined {
+    const differs = mine.flatMap((v, j) => (Object.is(v, first[j]) ? [] : [j]));
+    if (differs.length === 0) return undefined;
+    const known = this.lifted?.positions ?? [];
+    if (this.lifted !== undefined && differs.every((j) => known.includes(j))) return this.lifted.positions;
+    return [...new Set([...known, ...differs])].sort((a, b) => a - b);
+  }
+
+  /** The AST reading the placeholders at `positions` from buffer parameters after its own, the others baked at `first`. */
+  private astReading(positions: readonly number[], first: readonly ConstValue[]): UOp {
     const by = new Map(this.placeholders.map((p, j) => [p, UOp.const(p.dtype, first[j]!)]));
     positions.forEach((j, n) => {
       const p = this.placeholders[j]!;

@@ -1,7 +1,7 @@
 // Realize: the schedule's stages (src/schedule/index.ts) give a function of the tensors' input buffers and its
-// plan, cached by the function's content key; the program stage (compile.ts) compiles the plan's kernels when
-// they first run, for the values of the graph's constants (lift.ts); realize runs them over the input buffers,
-// fresh output buffers, the planned intermediate storage and the buffers of constants read at run time.
+// plan, cached by the function's content key; the program stage (compile.ts) compiles the plan's new kernels
+// together before the first one runs, for the values of the graph's constants (lift.ts); realize runs them over
+// the input buffers, fresh output buffers, the planned intermediate storage and the constants' buffers.
 
 import type { ConstValue } from '../dtype.ts';
 import { DEBUG } from '../helpers.ts';
@@ -15,7 +15,7 @@ import { bindBody } from '../schedule/resolve.ts';
 import { Ops } from '../uop/ops.ts';
 import type { UOp } from '../uop/uop.ts';
 import { allocateFor, deviceBuffer } from './buffers.ts';
-import { type Compiled, compileKernel, optsKey } from './compile.ts';
+import { type Compiled, compileKernel, compileKernels, optsKey } from './compile.ts';
 import { bake, KernelStep } from './lift.ts';
 
 interface Realizable {
@@ -69,7 +69,10 @@ function runPlan(
   values: readonly ConstValue[],
   device: string,
 ): UOp[] {
-  // every kernel compiles before anything is allocated or run: one that fails leaves every buffer as it was
+  // every kernel compiles before anything is allocated or run: one that fails leaves every buffer as it was;
+  // the new ones compile together
+  const pending = plan.steps.flatMap((step) => step.pending(values) ?? []);
+  if (pending.length > 0) compileKernels(pending, device);
   const compile = (ast: UOp) => compileKernel(ast, device);
   const launches = plan.steps.map((step) => step.program(values, compile));
   const table: DeviceBuffer[] = inputs.map(deviceBuffer);

@@ -304,8 +304,8 @@ function cLanguage(indexType: string, dialect: Dialect = C_DIALECT): Language {
       const args = params.map(
         (p) => `${p.written ? '' : 'const '}${storage(p.dtype)}* ${dialect.restrict} data${p.slot}`,
       );
-      const typedefs = [...vectorTypes.values(), ...helpers.values()].map((t) => `${t}\n`).join('');
-      return `${dialect.prelude}\n${typedefs}${dialect.declare(name, args)} {\n${body.join('\n')}\n}\n`;
+      const typedefs = [...vectorTypes, ...helpers].map(([n, t]) => once(n, t)).join('');
+      return `${once('tg_prelude', dialect.prelude)}${typedefs}${dialect.declare(name, args)} {\n${body.join('\n')}\n}\n`;
     },
     ...(dialect.gpu === undefined
       ? {}
@@ -362,6 +362,13 @@ function cLanguage(indexType: string, dialect: Dialect = C_DIALECT): Language {
     },
   };
 }
+
+/**
+ * A definition kernels share (the prelude, a vector type or helper), guarded so that several kernels' sources
+ * concatenate into one translation unit (the CPU device compiles them in batches) with each defined once.
+ */
+const once = (name: string, text: string) =>
+  `#ifndef ${name.toUpperCase()}_DEFINED\n#define ${name.toUpperCase()}_DEFINED\n${text}\n#endif\n`;
 
 // Floor division and its remainder, defined everywhere as numpy defines them: C's / and % truncate, and
 // trap on a zero divisor and on INT_MIN / -1 (x / 0 is 0 here, INT_MIN / -1 wraps to INT_MIN).

@@ -82,10 +82,16 @@ export abstract class Backend {
     return false;
   }
 
-  /** Compiles several kernels (a device may run its compiler on several at once); a failure is its Error. */
-  compileMany(kernels: readonly KernelSource[]): (Program | Error)[] {
-    return kernels.map(({ name, source }) => {
+  /**
+   * Compiles several kernels, each as compile would (a device may run its compiler on several at once, or
+   * compile several in one unit); a failure, or a kernel function that throws, is its Error. The engine
+   * compiles a plan's new kernels so, as functions that render them when called: a device that compiles in
+   * the background calls each once it has started compiling the ones before.
+   */
+  compileMany(kernels: readonly KernelInput[], _opts: CompileOptions = {}): (Program | Error)[] {
+    return kernels.map((input) => {
       try {
+        const { name, source } = typeof input === 'function' ? input() : input;
         return this.compile(name, source);
       } catch (e) {
         return e as Error;
@@ -125,6 +131,14 @@ export type GraphReplay = (swap: ReadonlyMap<DeviceBuffer, DeviceBuffer>) => voi
 export interface KernelSource {
   name: string;
   source: string;
+}
+
+/** A kernel to compile, or a function giving it (rendering it) when called. */
+export type KernelInput = KernelSource | (() => KernelSource);
+
+export interface CompileOptions {
+  /** Trial kernels (BEAM's candidates): run a few times and dropped, so not worth caching. */
+  trial?: boolean;
 }
 
 /** Throws unless every buffer lives on `backend` (a pointer into another device's memory would crash). */

@@ -4,6 +4,7 @@ import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
 import { ContextVar } from '../helpers.ts';
 import { numberedSource } from './backend.ts';
+import { CompilerRuns } from './compile-worker.ts';
 
 /** The C compiler command (words split on spaces, as make does); empty: gcc or clang (see findCompiler). */
 export const CC = new ContextVar<string>('CC', '');
@@ -97,66 +98,123 @@ function probeVersion(argv: string[]): CCompiler | undefined {
   return { argv, version: r.stdout.split('\n')[0]!.trim(), openmp: omp.status === 0 };
 }
 
-const failure = (cc: CCompiler, name: string, why: string, source: string) =>
+const failure = (cc: CCompiler, names: string, why: string, source: string) =>
   new Error(
-    `CPU: kernel ${name} does not compile with ${cc.argv.join(' ')}:\n${why}\n--- source ---\n${numberedSource(source)}`,
+    `CPU: kernel ${names} does not compile with ${cc.argv.join(' ')}:\n${why}\n--- source ---\n${numberedSource(source)}`,
   );
 
 // the renderers promise code that compiles cleanly under -Wall: a warning is a bug worth seeing
-function warnAbout(cc: CCompiler, name: string, stderr: string): void {
-  if (stderr.trim() !== '') console.warn(`CPU: kernel ${name}: ${cc.argv.join(' ')} warns:\n${stderr}`);
+function warnAbout(cc: CCompiler, names: string, stderr: string): void {
+  if (stderr.trim() !== '') console.warn(`CPU: kernel ${names}: ${cc.argv.join(' ')} warns:\n${stderr}`);
 }
-
-/** Compiles C `source` into the shared library `out`; a failure throws with the listing and the compiler's message. */
-export function compileC(cc: CCompiler, name: string, source: string, out: string): void {
-  const args = [...cc.argv.slice(1), ...compileFlags(cc), '-x', 'c', '-', '-o', out, ...LDFLAGS];
-  const r = spawnSync(cc.argv[0]!, args, { input: source, encoding: 'utf8' });
-  if (r.status !== 0)
-    throw failure(
-      cc,
-      name,
-      r.error?.message ?? (r.stderr.trim() || `exit status ${r.status ?? r.signal}`),
-      source,
-    );
-  warnAbout(cc, name, r.stderr);
-}
-
-const shellWord = (s: string) => `'${s.replaceAll("'", `'\\''`)}'`;
 
 /**
- * Compiles each kernel into its shared library `out`, several compilers at once (one shell runs them in
- * `parallel` lanes, round robin). Sources, messages and status files go beside each out. Returns, per kernel,
- * undefined when it built, else the Error compileC would have thrown.
+ * Kernels per translation unit at most. A gcc process costs about 170 ms of CPU before its first kernel and
+ * about 30 ms per kernel after (bench/compile_batch.ts), so units are as big as the cores allow.
  */
-export function compileCMany(
-  cc: CCompiler,
-  kernels: readonly { name: string; source: string; out: string }[],
-  parallel = availableParallelism(),
-): (Error | undefined)[] {
-  const lanes: string[][] = Array.from({ length: Math.min(parallel, kernels.length) }, () => []);
-  kernels.forEach(({ source, out }, i) => {
-    writeFileSync(`${out}.c`, source);
-    const argv = [...cc.argv, ...compileFlags(cc), '-x', 'c', `${out}.c`, '-o', out, ...LDFLAGS].map(
-      shellWord,
-    );
-    const [err, status] = [`${out}.err`, `${out}.status`].map(shellWord);
-    lanes[i % lanes.length]!.push(`${argv.join(' ')} </dev/null 2>${err}; echo $? >${status}`);
-  });
-  // the script goes in on stdin: a long one would exceed the size limit of one argument
-  const script = `${lanes.map((cmds) => `(\n${cmds.join('\n')}\n) &`).join('\n')}\nwait\n`;
-  const r = spawnSync('sh', ['-s'], { input: script, encoding: 'utf8' });
-  return kernels.map(({ name, source, out }) => {
-    const read = (ext: string) =>
-      existsSync(out + ext) ? readFileSync(out + ext, 'utf8').trim() : undefined;
-    const [status, stderr] = [read('.status'), read('.err') ?? ''];
-    if (status === '0') {
-      warnAbout(cc, name, stderr);
+export const CC_BATCH = new ContextVar('CC_BATCH', 64);
+/** Compiler processes at once; 0: one per core. */
+export const CC_JOBS = new ContextVar('CC_JOBS', 0);
+
+/** A kernel of a translation unit: its source defines `name`, which the unit exports as `symbol`. */
+export interface UnitKernel {
+  readonly name: string;
+  readonly source: string;
+  readonly symbol: string;
+}
+
+/** Kernels compiled together into the shared library `out`. */
+export interface Unit {
+  readonly kernels: readonly UnitKernel[];
+  readonly out: string;
+}
+
+/**
+ * One translation unit of several kernels' sources: each function is renamed to its symbol (two kernels may
+ * share a name) and its lines are numbered from 1 as in its own source. The C renderer guards what kernels
+ * share (src/renderer/c.ts `once`), so each helper is defined once.
+ */
+export const unitSource = (kernels: readonly UnitKernel[]): string =>
+  kernels.map((k) => `#define ${k.name} ${k.symbol}\n#line 1\n${k.source}\n#undef ${k.name}\n`).join('');
+
+/** Compiler processes at once: CC_JOBS, else one per core. */
+export const compilerJobs = (): number => CC_JOBS.value || availableParallelism();
+
+// a kernel this big takes seconds: alone in its unit, the other lanes go on with the rest
+const UNIT_BYTES = 256 * 1024;
+
+/** A unit's outcome: undefined where its library built, else the compiler's Error. */
+export interface Built<K extends UnitKernel> extends Unit {
+  readonly kernels: K[];
+  readonly error: Error | undefined;
+}
+
+/**
+ * Compiles kernels as they are added, in the background: they are grouped into units of at most CC_BATCH
+ * kernels, as many units as compiler lanes where there are kernels enough (`count` is how many may come), a
+ * kernel of over UNIT_BYTES alone; a unit starts compiling once full, while the caller renders the next
+ * kernels. `finish` waits for all; a unit that failed is built again kernel by kernel, so that each error is
+ * its kernel's own. `libraryOf` names a unit's library.
+ */
+export class UnitBuilds<K extends UnitKernel> {
+  private readonly lanes = compilerJobs();
+  private readonly most: number;
+  private readonly runs: CompilerRuns;
+  private readonly started: { unit: Unit & { kernels: K[] }; slot: number }[] = [];
+  private next: K[] = [];
+  private bytes = 0;
+
+  constructor(
+    private readonly cc: CCompiler,
+    count: number,
+    private readonly libraryOf: (kernels: readonly K[]) => string,
+    /** Kernels per unit at most, where not the rule above. */
+    most?: number,
+  ) {
+    this.most = most ?? Math.max(1, Math.min(CC_BATCH.value, Math.ceil(count / this.lanes)));
+    this.runs = new CompilerRuns(count, this.lanes);
+  }
+
+  add(kernel: K): void {
+    if (this.next.length >= this.most || this.bytes + kernel.source.length > UNIT_BYTES) this.startNext();
+    this.next.push(kernel);
+    this.bytes += kernel.source.length;
+  }
+
+  finish(): Built<K>[] {
+    this.startNext();
+    const built = this.started.map(({ unit, slot }) => ({ ...unit, error: this.outcome(unit, slot) }));
+    const failed = built.filter((u) => u.error !== undefined && u.kernels.length > 1);
+    if (failed.length === 0) return built;
+    const kernels = failed.flatMap((u) => u.kernels);
+    const alone = new UnitBuilds(this.cc, kernels.length, this.libraryOf, 1);
+    for (const k of kernels) alone.add(k);
+    return [...built.filter((u) => !failed.includes(u)), ...alone.finish()];
+  }
+
+  private startNext(): void {
+    if (this.next.length === 0) return;
+    const unit = { kernels: this.next, out: this.libraryOf(this.next) };
+    const { out } = unit;
+    writeFileSync(`${out}.c`, unitSource(unit.kernels));
+    const argv = [...this.cc.argv, ...compileFlags(this.cc), '-x', 'c', `${out}.c`, '-o', out, ...LDFLAGS];
+    this.started.push({ unit, slot: this.runs.start({ argv, stderr: `${out}.err` }) });
+    this.next = [];
+    this.bytes = 0;
+  }
+
+  private outcome({ kernels, out }: Unit, slot: number): Error | undefined {
+    const state = this.runs.wait(slot);
+    const stderr = existsSync(`${out}.err`) ? readFileSync(`${out}.err`, 'utf8').trim() : '';
+    const names = kernels.map((k) => k.name).join(', ');
+    if (state === 'ok') {
+      warnAbout(this.cc, names, stderr);
       return undefined;
     }
     const why =
-      status === undefined
-        ? `the batch shell did not run it (${r.error?.message ?? r.stderr.trim()})`
-        : stderr || `exit status ${status}`;
-    return failure(cc, name, why, source);
-  });
+      state === 'not started'
+        ? `the compiler did not start: ${stderr}`
+        : stderr || 'the compiler failed without a message';
+    return failure(this.cc, names, why, kernels.length === 1 ? kernels[0]!.source : unitSource(kernels));
+  }
 }

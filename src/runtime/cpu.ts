@@ -1,7 +1,7 @@
 // The CPU device: C kernels built by the system compiler, cached on disk, loaded through koffi, run on host memory.
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
-import { arch, availableParallelism, cpus, platform, tmpdir } from 'node:os';
+import { arch, availableParallelism, cpus, platform } from 'node:os';
 import { join } from 'node:path';
 import type { LibraryHandle } from 'koffi';
 import { ContextVar, HOST_BUFFER_ALIGN, sha256 } from '../helpers.ts';
@@ -9,15 +9,17 @@ import { LRU } from '../lru.ts';
 import { HostAllocator, type HostMemory } from './allocator.ts';
 import {
   Backend,
+  type CompileOptions,
   checkBuffers,
+  type KernelInput,
   type KernelLanguage,
   type KernelSource,
   type Program,
   secondsSince,
 } from './backend.ts';
 import type { DeviceBuffer } from './buffer.ts';
-import { compileC, compileCMany, compileFlags, findCompiler, LDFLAGS } from './cc.ts';
-import { withCachedFile } from './diskcache.ts';
+import { compileFlags, findCompiler, LDFLAGS, UnitBuilds, type UnitKernel } from './cc.ts';
+import { cachedFile, publishFile, withBuildDir } from './diskcache.ts';
 
 type Koffi = typeof import('koffi');
 let koffiModule: Koffi | undefined;
@@ -101,51 +103,86 @@ export class CPUBackend extends Backend {
   }
 
   compile(name: string, source: string): Program {
-    const cc = findCompiler();
-    const key = sha256(JSON.stringify([source, this.compilerKey()]));
-    let lib = this.libraries.get(key);
-    if (lib === undefined) {
-      lib = withCachedFile(
-        key,
-        '.so',
-        (out) => compileC(cc, name, source, out),
-        (path) => loaded(koffi().load(path)),
-      );
-      this.libraries.set(key, lib);
-    }
-    return new CPUProgram(this, name, lib);
+    const [program] = this.compileMany([{ name, source }]);
+    if (program instanceof Error) throw program;
+    return program!;
   }
 
   /**
-   * Builds in parallel into a temporary directory, for trial kernels (BEAM's candidates): their libraries are
-   * neither cached on disk nor kept here, and unloaded once their programs are dropped (OpenMP builds stay
-   * loaded: -z nodelete). Files are named by content key, as
-   * dlopen would return a library still loaded from the same path (the directory's name may come again).
+   * Builds the kernels not already loaded or in the disk cache together: in translation units of several
+   * kernels (src/runtime/cc.ts unitsOf), several compilers at once. Each kernel is cached on disk under its
+   * own content key (its unit's library, linked), so a later run that changes one kernel compiles one; a
+   * unit that fails is built again kernel by kernel, so that each error names its own kernel. Trial kernels
+   * (BEAM's candidates) are neither cached on disk nor kept here, and are unloaded once their programs are
+   * dropped (OpenMP builds stay loaded: -z nodelete).
    */
-  override compileMany(kernels: readonly KernelSource[]): (Program | Error)[] {
+  override compileMany(kernels: readonly KernelInput[], opts: CompileOptions = {}): (Program | Error)[] {
     const cc = findCompiler();
     const compiler = this.compilerKey();
-    const dir = mkdtempSync(join(tmpdir(), 'tsgrad-batch-'));
-    try {
-      // numbered too: two equal sources must not be written to one file at once
-      const jobs = kernels.map(({ name, source }, i) => ({
-        name,
-        source,
-        out: join(dir, `${i}-${sha256(JSON.stringify([source, compiler]))}.so`),
-      }));
-      const errors = compileCMany(cc, jobs);
-      return jobs.map(({ name, out }, i) => {
+    const results: (Program | Error)[] = new Array(kernels.length);
+    // the kernels being built, once per content key, with the positions of the results they give
+    const building = new Map<string, Job>();
+    return withBuildDir((dir, cached) => {
+      // libraries are named by content: dlopen returns a library still loaded from the same path (OpenMP
+      // builds stay loaded), and a temporary directory's name may come again
+      const libraryOf = (unit: readonly Job[]) =>
+        join(dir, `${sha256(unit.map((k) => k.key).join()).slice(0, 32)}.so`);
+      const builds = new UnitBuilds(cc, kernels.length, libraryOf);
+      kernels.forEach((input, i) => {
+        let kernel: KernelSource;
         try {
-          return errors[i] ?? new CPUProgram(this, name, loaded(koffi().load(out)));
+          kernel = typeof input === 'function' ? input() : input;
         } catch (e) {
-          return e as Error;
+          results[i] = e as Error;
+          return;
+        }
+        const { name, source } = kernel;
+        const key = sha256(JSON.stringify([source, compiler, LIBRARY_FORMAT]));
+        // the symbol is the content's, whichever unit holds it, so a library found on disk is read the same way
+        const symbol = `${name}_${key.slice(0, 16)}`;
+        const lib = opts.trial ? undefined : (this.libraries.get(key) ?? this.fromDisk(key));
+        if (lib !== undefined) results[i] = new CPUProgram(this, name, symbol, lib);
+        else if (building.has(key)) building.get(key)!.at.push(i);
+        else {
+          const job = { name, source, symbol, key, at: [i] };
+          building.set(key, job);
+          builds.add(job);
         }
       });
-    } finally {
-      rmSync(dir, { recursive: true, force: true });
-    }
+      for (const { kernels: unit, out, error } of builds.finish()) {
+        let lib: Library | Error;
+        try {
+          const keys = unit.map((k) => k.key);
+          lib =
+            error ?? loaded(koffi().load(cached && !opts.trial ? publishFile(out, keys, '.so')[0]! : out));
+        } catch (e) {
+          lib = e as Error;
+        }
+        for (const k of unit) {
+          if (!(lib instanceof Error) && !opts.trial) this.libraries.set(k.key, lib);
+          for (const i of k.at)
+            results[i] = lib instanceof Error ? lib : new CPUProgram(this, k.name, k.symbol, lib);
+        }
+      }
+      return results;
+    });
+  }
+
+  /** The library of a kernel built in an earlier run, from the disk cache. */
+  private fromDisk(key: string): Library | undefined {
+    const path = cachedFile(key, '.so');
+    if (path === undefined) return undefined;
+    const lib = loaded(koffi().load(path));
+    this.libraries.set(key, lib);
+    return lib;
   }
 }
+
+/** Part of a kernel's cache key: libraries of format 1 exported the kernel under its own name, not its symbol. */
+const LIBRARY_FORMAT = 2;
+
+/** A kernel to build: its unit's name for it, its content key, and the positions of the results it gives. */
+type Job = UnitKernel & { key: string; at: number[] };
 
 class CPUProgram implements Program {
   private fn: ((...args: number[]) => void) | undefined;
@@ -155,6 +192,8 @@ class CPUProgram implements Program {
   constructor(
     private readonly backend: CPUBackend,
     readonly name: string,
+    /** The function's name in the library (see compileMany). */
+    private readonly symbol: string,
     private readonly lib: Library,
   ) {}
 
@@ -180,7 +219,7 @@ class CPUProgram implements Program {
     if (this.fn === undefined || nbufs !== this.nbufs || nvars !== this.nvars) {
       const types = [...Array<string>(nbufs).fill('uintptr_t'), ...Array<string>(nvars).fill('int32_t')];
       try {
-        this.fn = this.lib.handle.func(this.name, 'void', types);
+        this.fn = this.lib.handle.func(this.symbol, 'void', types);
       } catch (e) {
         throw new Error(
           `CPU: kernel ${this.name}: ${(e as Error).message}; its source must define void ${this.name}(...)`,

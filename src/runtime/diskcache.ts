@@ -2,11 +2,14 @@
 import { createHash, randomBytes } from 'node:crypto';
 import {
   appendFileSync,
+  copyFileSync,
+  linkSync,
   mkdirSync,
   mkdtempSync,
   readFileSync,
   renameSync,
   rmSync,
+  statSync,
   writeFileSync,
 } from 'node:fs';
 import { homedir, tmpdir } from 'node:os';
@@ -34,44 +37,76 @@ const trailer = (body: Uint8Array) => `tsgrad ${String(body.length).padStart(12,
 
 type EntryState = 'ok' | 'missing' | 'corrupt';
 
+// files verified in this process, by identity: a unit's library is one file under many keys, checked once
+const verified = new Set<string>();
+
 function check(path: string): EntryState {
   let data: Buffer;
+  let id: string;
   try {
+    const s = statSync(path, { bigint: true });
+    id = `${s.dev}:${s.ino}:${s.size}:${s.mtimeNs}`;
+    if (verified.has(id)) return 'ok';
     data = readFileSync(path);
   } catch {
     return 'missing';
   }
   if (data.length < TRAILER_BYTES) return 'corrupt';
   const body = data.subarray(0, data.length - TRAILER_BYTES);
-  return data.subarray(body.length).toString('latin1') === trailer(body) ? 'ok' : 'corrupt';
+  if (data.subarray(body.length).toString('latin1') !== trailer(body)) return 'corrupt';
+  verified.add(id);
+  return 'ok';
 }
 
-/**
- * Calls `use` with the path of a verified cache file for `key`, first building it with `build(path)` when it
- * is missing or corrupt. With CACHELEVEL=0, or when the cache directory cannot be created, it builds into a
- * temporary directory that is removed after `use`.
- */
-export function withCachedFile<T>(
-  key: string,
-  ext: string,
-  build: (out: string) => void,
-  use: (path: string) => T,
-): T {
-  const dir = CACHELEVEL.value > 0 ? writableDir(cacheDir()) : undefined;
-  if (dir === undefined) return withTempFile(key + ext, build, use);
-  const path = join(dir, key + ext);
+/** The path of the verified cache entry for `key`; undefined when it is missing or corrupt, or nothing is cached. */
+export function cachedFile(key: string, ext: string): string | undefined {
+  if (CACHELEVEL.value <= 0) return undefined;
+  const path = join(cacheDir(), key + ext);
   const state = check(path);
   if (state === 'ok') {
     cacheStats.hits++;
-    return use(path);
+    return path;
   }
   if (state === 'corrupt') {
     cacheStats.corrupt++;
     if (DEBUG.value >= 1) console.error(`disk cache: ${path} is corrupt or truncated; rebuilding it`);
   }
+  return undefined;
+}
+
+/**
+ * Calls `build` with a new directory to build entries in, removed when it returns: inside the cache directory
+ * (so publishFile links rather than copies) where entries are cached, else a temporary one, and says which.
+ */
+export function withBuildDir<T>(build: (dir: string, cached: boolean) => T): T {
+  const cache = CACHELEVEL.value > 0 ? writableDir(cacheDir()) : undefined;
+  const dir = mkdtempSync(join(cache ?? tmpdir(), cache === undefined ? 'tsgrad-' : 'build-'));
+  try {
+    return build(dir, cache !== undefined);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+/**
+ * Publishes `file` (built in withBuildDir's directory) as the cache entry of every key: one file with its
+ * checksum trailer, hard-linked under each key's name where the file system allows, else copied. Counts one
+ * build; returns the entries' paths.
+ */
+export function publishFile(file: string, keys: readonly string[], ext: string): string[] {
   cacheStats.builds++;
-  publish(path, build);
-  return use(path);
+  appendFileSync(file, trailer(readFileSync(file)), 'latin1');
+  return keys.map((key) => {
+    const path = join(cacheDir(), key + ext);
+    publish(path, (tmp) => {
+      try {
+        linkSync(file, tmp);
+      } catch {
+        copyFileSync(file, tmp);
+      }
+    });
+    return path;
+  });
 }
 
 // build beside the entry and rename over it: readers see the old entry or the whole new one, never a part
@@ -79,7 +114,6 @@ function publish(path: string, build: (out: string) => void): void {
   const tmp = `${path}.${process.pid}-${randomBytes(4).toString('hex')}.tmp`;
   try {
     build(tmp);
-    appendFileSync(tmp, trailer(readFileSync(tmp)), 'latin1');
     renameSync(tmp, path);
   } finally {
     rmSync(tmp, { force: true });
@@ -105,7 +139,8 @@ export function readCachedText(key: string, ext: string): string | undefined {
 /** Stores a text entry for readCachedText (nothing with CACHELEVEL=0 or when the directory cannot be made). */
 export function writeCachedText(key: string, ext: string, text: string): void {
   const dir = CACHELEVEL.value > 0 ? writableDir(cacheDir()) : undefined;
-  if (dir !== undefined) publish(join(dir, key + ext), (out) => writeFileSync(out, text));
+  if (dir !== undefined)
+    publish(join(dir, key + ext), (out) => writeFileSync(out, text + trailer(Buffer.from(text))));
 }
 
 function writableDir(dir: string): string | undefined {
@@ -116,18 +151,5 @@ function writableDir(dir: string): string | undefined {
     if (DEBUG.value >= 1)
       console.error(`disk cache: cannot create ${dir} (${(e as Error).message}); not caching`);
     return undefined;
-  }
-}
-
-// named by the key even here: dlopen returns the library already loaded under the same path
-function withTempFile<T>(file: string, build: (out: string) => void, use: (path: string) => T): T {
-  const dir = mkdtempSync(join(tmpdir(), 'tsgrad-'));
-  try {
-    cacheStats.builds++;
-    const path = join(dir, file);
-    build(path);
-    return use(path);
-  } finally {
-    rmSync(dir, { recursive: true, force: true });
   }
 }

@@ -108,4 +108,18 @@ describe('CPU batch compile', () => {
       expect([...out.view()]).toEqual([0, k, 2 * k, 3 * k]);
     }
   });
+
+  it('runs each kernel of a batch as its own, whatever their names (two kernels may share one)', () => {
+    const fill = (k: number) =>
+      `void fill(int* restrict data0) { /* ${Date.now()} */\n  for (int i = 0; i < 4; i++) data0[i] = ${k} + i;\n}`;
+    // one translation unit for all three
+    const got = Context.with({ CC_JOBS: 1 }, () =>
+      cpu.compileMany([1, 2, 3].map((k) => ({ name: 'fill', source: fill(k) }))),
+    );
+    got.forEach((p, k) => {
+      const out = new DeviceBuffer(cpu, 4, dtypes.int32);
+      (p as Program).run([out]);
+      expect([...out.view()]).toEqual([1, 2, 3, 4].map((i) => i + k));
+    });
+  });
 });

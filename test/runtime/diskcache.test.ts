@@ -5,6 +5,7 @@ import {
   readFileSync,
   renameSync,
   rmSync,
+  statSync,
   truncateSync,
   writeFileSync,
 } from 'node:fs';
@@ -13,13 +14,16 @@ import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { dtypes } from '../../src/dtype.ts';
 import { Context } from '../../src/helpers.ts';
+import type { Program } from '../../src/runtime/backend.ts';
 import { DeviceBuffer } from '../../src/runtime/buffer.ts';
 import { CPUBackend } from '../../src/runtime/cpu.ts';
 import {
   cacheDir,
+  cachedFile,
   cacheStats,
+  publishFile,
   readCachedText,
-  withCachedFile,
+  withBuildDir,
   writeCachedText,
 } from '../../src/runtime/diskcache.ts';
 
@@ -38,38 +42,61 @@ const delta = (before: typeof cacheStats) => ({
   corrupt: cacheStats.corrupt - before.corrupt,
 });
 
-describe('withCachedFile', () => {
-  const build = (out: string) => writeFileSync(out, 'payload');
+describe('cache entries', () => {
   const read = (path: string) => readFileSync(path, 'latin1');
+  /** The bytes of key's entry: the verified one, else one built now (as the CPU device builds). */
+  const entry = (key: string) => {
+    const hit = cachedFile(key, '.txt');
+    if (hit !== undefined) return read(hit);
+    return withBuildDir((dir, cached) => {
+      const out = join(dir, 'built');
+      writeFileSync(out, 'payload');
+      return cached ? read(publishFile(out, [key], '.txt')[0]!) : 'payload';
+    });
+  };
 
   it('builds once, then hits; a truncated or altered entry is rebuilt, never used', () => {
     const dir = freshDir();
     Context.with({ CACHEDIR: dir }, () => {
       expect(cacheDir()).toBe(dir);
       const before = counts();
-      expect(withCachedFile('k1', '.txt', build, read)).toMatch(
-        /^payloadtsgrad 000000000007 [0-9a-f]{64}\n$/,
-      );
-      expect(withCachedFile('k1', '.txt', build, read)).toMatch(/^payload/);
+      expect(entry('k1')).toMatch(/^payloadtsgrad 000000000007 [0-9a-f]{64}\n$/);
+      expect(entry('k1')).toMatch(/^payload/);
       expect(delta(before)).toEqual({ hits: 1, builds: 1, corrupt: 0 });
       const path = join(dir, 'k1.txt');
       truncateSync(path, 20);
-      expect(withCachedFile('k1', '.txt', build, read)).toMatch(/^payloadtsgrad 0/);
+      expect(entry('k1')).toMatch(/^payloadtsgrad 0/);
       writeFileSync(path, read(path).replace('payload', 'paYload'));
-      expect(withCachedFile('k1', '.txt', build, read)).toMatch(/^payloadtsgrad 0/);
+      expect(entry('k1')).toMatch(/^payloadtsgrad 0/);
       expect(delta(before)).toEqual({ hits: 1, builds: 3, corrupt: 2 });
-      expect(readdirSync(dir)).toEqual(['k1.txt']); // no temporary files left behind
+      expect(readdirSync(dir)).toEqual(['k1.txt']); // no temporary files or build directories left behind
+    });
+  });
+
+  it('publishes one build as the entry of several keys, each verified alone', () => {
+    const dir = freshDir();
+    Context.with({ CACHEDIR: dir }, () => {
+      const paths = withBuildDir((build) => {
+        writeFileSync(join(build, 'unit'), 'shared');
+        return publishFile(join(build, 'unit'), ['a', 'b'], '.so');
+      });
+      expect(paths).toEqual([join(dir, 'a.so'), join(dir, 'b.so')]);
+      expect(readdirSync(dir).sort()).toEqual(['a.so', 'b.so']);
+      writeFileSync(`${paths[0]!}.new`, 'damaged');
+      renameSync(`${paths[0]!}.new`, paths[0]!);
+      expect(cachedFile('a', '.so')).toBeUndefined();
+      expect(cachedFile('b', '.so')).toBe(paths[1]);
+      expect(read(paths[1]!)).toMatch(/^sharedtsgrad 000000000006 /);
     });
   });
 
   it('does not cache at CACHELEVEL=0', () => {
     const dir = freshDir();
-    const before = counts();
     Context.with({ CACHEDIR: dir, CACHELEVEL: 0 }, () => {
-      expect(withCachedFile('k2', '.txt', build, read)).toBe('payload');
-      expect(withCachedFile('k2', '.txt', build, read)).toBe('payload');
+      expect(entry('k2')).toBe('payload');
+      expect(entry('k2')).toBe('payload');
+      expect(withBuildDir((build) => build.startsWith(dir))).toBe(false);
     });
-    expect(delta(before)).toEqual({ hits: 0, builds: 2, corrupt: 0 });
     expect(readdirSync(dir)).toEqual([]);
   });
 });
@@ -136,6 +163,36 @@ describe('CPU kernels in the disk cache', () => {
       expect(runs(new CPUBackend('CPU'))).toBe(true);
       expect(delta(before)).toEqual({ hits: 1, builds: 3, corrupt: 2 });
       expect(readFileSync(path)).toEqual(good);
+    });
+  });
+
+  it('a batch fills one entry per kernel (its unit, linked): a later run with one new kernel builds one', () => {
+    const dir = freshDir();
+    const stamp = Date.now();
+    const kernel = (k: number) => ({
+      name: `k${k}`,
+      source: `void k${k}(int* restrict data0) { /* ${stamp} */\n  data0[0] = ${k};\n}`,
+    });
+    /** What each kernel writes, compiled on a new device (as a new process would). */
+    const values = (ks: number[]) => {
+      const cpu = new CPUBackend('CPU');
+      return cpu.compileMany(ks.map(kernel)).map((p) => {
+        const out = new DeviceBuffer(cpu, 1, dtypes.int32);
+        (p as Program).run([out]);
+        return out.view()[0];
+      });
+    };
+    Context.with({ CACHEDIR: dir, CC_JOBS: 1 }, () => {
+      const before = counts();
+      expect(values([1, 2, 3])).toEqual([1, 2, 3]);
+      expect(delta(before)).toEqual({ hits: 0, builds: 1, corrupt: 0 });
+      const files = readdirSync(dir);
+      expect(files).toHaveLength(3);
+      expect(new Set(files.map((f) => statSync(join(dir, f)).ino)).size).toBe(1);
+      // two kernels from the cache, one built
+      expect(values([2, 4, 3])).toEqual([2, 4, 3]);
+      expect(delta(before)).toEqual({ hits: 2, builds: 2, corrupt: 0 });
+      expect(readdirSync(dir)).toHaveLength(4);
     });
   });
 });

@@ -223,7 +223,7 @@ function search(ast: UOp, backend: Backend, render: Render, width: number, base:
       );
     status(0);
     const out: Candidate[] = [];
-    backend.compileMany(lowered).forEach((p, i) => {
+    backend.compileMany(lowered, { trial: true }).forEach((p, i) => {
       if (p instanceof Error) {
         beamStats.failed++;
         if (DEBUG.value >= 3)

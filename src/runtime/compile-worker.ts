@@ -1,0 +1,89 @@
+// Compiler processes in the background: a worker thread starts them (a few at once) and reports each exit through
+// shared memory, so the main thread renders the next kernels meanwhile and waits only when it needs the result.
+import { Worker } from 'node:worker_threads';
+
+/** A compiler run: the command, and the file its messages go to. */
+export interface CompilerRun {
+  argv: readonly string[];
+  stderr: string;
+}
+
+// CommonJS, evaluated: the worker needs no loader for TypeScript. State per run: 0 running or queued, 1 exit
+// status 0, 2 another status or a signal, 3 it did not start (the reason is in its stderr file).
+const WORKER = `
+const { parentPort } = require('node:worker_threads');
+const { spawn } = require('node:child_process');
+const { openSync, closeSync, writeFileSync } = require('node:fs');
+const queue = [];
+let running = 0;
+let lanes = 1;
+function done(job, state) {
+  Atomics.store(job.states, job.slot, state);
+  Atomics.notify(job.states, job.slot);
+  running--;
+  next();
+}
+function next() {
+  while (running < lanes && queue.length > 0) {
+    const job = queue.shift();
+    running++;
+    let fd;
+    try {
+      fd = openSync(job.stderr, 'w');
+      const p = spawn(job.argv[0], job.argv.slice(1), { stdio: ['ignore', 'ignore', fd] });
+      p.on('error', (e) => { writeFileSync(job.stderr, String(e.message)); done(job, 3); });
+      p.on('close', (code) => done(job, code === 0 ? 1 : 2));
+    } catch (e) {
+      writeFileSync(job.stderr, String(e.message));
+      done(job, 3);
+    } finally {
+      if (fd !== undefined) closeSync(fd);
+    }
+  }
+}
+parentPort.on('message', (job) => {
+  lanes = job.lanes;
+  job.states = new Int32Array(job.states);
+  queue.push(job);
+  next();
+});
+`;
+
+let worker: Worker | undefined;
+
+/** The worker, started on first use; it does not keep the process alive. */
+function compileWorker(): Worker {
+  if (worker === undefined) {
+    worker = new Worker(WORKER, { eval: true });
+    worker.unref();
+  }
+  return worker;
+}
+
+/** Runs compiler processes in the background, at most `lanes` at once, in the order they are started. */
+export class CompilerRuns {
+  private readonly states: Int32Array;
+  private started = 0;
+
+  constructor(
+    most: number,
+    private readonly lanes: number,
+  ) {
+    this.states = new Int32Array(new SharedArrayBuffer(4 * Math.max(1, most)));
+  }
+
+  /** Queues a run; returns its number for `wait`. */
+  start(run: CompilerRun): number {
+    const slot = this.started++;
+    const { argv, stderr } = run;
+    compileWorker().postMessage({ argv, stderr, lanes: this.lanes, states: this.states.buffer, slot });
+    return slot;
+  }
+
+  /** Blocks until run `slot` has ended: 'ok' where it exited with status 0, else 'failed' or 'not started'. */
+  wait(slot: number): 'ok' | 'failed' | 'not started' {
+    while (Atomics.load(this.states, slot) === 0) Atomics.wait(this.states, slot, 0);
+    const state = Atomics.load(this.states, slot);
+    return state === 1 ? 'ok' : state === 2 ? 'failed' : 'not started';
+  }
+}
