@@ -11,6 +11,7 @@ import {
   Backend,
   checkBuffers,
   type GraphReplay,
+  type KernelInput,
   type KernelLanguage,
   type KernelSource,
   numberedSource,
@@ -32,7 +33,7 @@ import {
   use,
 } from './cuda-api.ts';
 import { CUDAGraph } from './cuda-graph.ts';
-import { cachedEntryBody, isCached, withCachedFile } from './diskcache.ts';
+import { cachedEntryBody, cachedFile, publishFile, withBuildDir } from './diskcache.ts';
 import { compileInWorkers } from './nvrtc-workers.ts';
 import { NVIDIA_TENSOR_CORES, type TensorCore } from './tensor-cores.ts';
 
@@ -217,12 +218,7 @@ export class CUDABackend extends Backend {
     const key = this.keyOf(source);
     let module = this.modules.get(key);
     if (module === undefined) {
-      const image = withCachedFile(
-        key,
-        '.cubin',
-        (out) => writeFileSync(out, this.prebuilt.get(key) ?? this.nvrtcCompile(name, source)),
-        (path) => cachedEntryBody(readFileSync(path)),
-      );
+      const image = this.cubin(name, source, key);
       const d = use(this.gpu);
       const handle = new OutHandle();
       checkDriver(d, d.cuModuleLoadData(handle.ptr, image), `cuModuleLoadData (kernel ${name})`);
@@ -238,12 +234,34 @@ export class CUDABackend extends Backend {
     return new CUDAProgram(this, this.gpu, name, fn.read(), launch);
   }
 
+  /** The kernel's cubin: the disk cache's, else built (on a worker by compileMany, or by NVRTC now) and cached. */
+  private cubin(name: string, source: string, key: string): Uint8Array {
+    const path = cachedFile(key, '.cubin');
+    if (path !== undefined) return cachedEntryBody(readFileSync(path));
+    const cubin = this.prebuilt.get(key) ?? this.nvrtcCompile(name, source);
+    withBuildDir((dir, cached) => {
+      if (!cached) return;
+      const file = join(dir, `${key}.cubin`);
+      writeFileSync(file, cubin);
+      publishFile(file, [key], '.cubin');
+    });
+    return cubin;
+  }
+
   /** The kernels neither loaded nor cached on disk compile on NVRTC worker threads together, then as compile(). */
-  override compileMany(kernels: readonly KernelSource[]): (Program | Error)[] {
-    const keys = kernels.map(({ source }) => this.keyOf(source));
-    const missing = kernels.filter(
-      (_, i) => this.modules.get(keys[i]!) === undefined && !isCached(keys[i]!, '.cubin'),
-    );
+  override compileMany(inputs: readonly KernelInput[]): (Program | Error)[] {
+    const kernels = inputs.map((input): KernelSource | Error => {
+      try {
+        return typeof input === 'function' ? input() : input;
+      } catch (e) {
+        return e as Error;
+      }
+    });
+    const missing = kernels.filter((k): k is KernelSource => {
+      if (k instanceof Error) return false;
+      const key = this.keyOf(k.source);
+      return this.modules.get(key) === undefined && cachedFile(key, '.cubin') === undefined;
+    });
     if (missing.length > 1) {
       const dir = mkdtempSync(join(tmpdir(), 'tsgrad-nvrtc-'));
       try {
@@ -260,7 +278,15 @@ export class CUDABackend extends Backend {
       }
     }
     try {
-      return super.compileMany(kernels); // compile() each: loads what is built, reports what failed
+      // compile() each: loads what is built, reports what failed
+      return kernels.map((k) => {
+        if (k instanceof Error) return k;
+        try {
+          return this.compile(k.name, k.source);
+        } catch (e) {
+          return e as Error;
+        }
+      });
     } finally {
       this.prebuilt.clear();
     }

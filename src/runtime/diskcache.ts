@@ -120,10 +120,6 @@ function publish(path: string, build: (out: string) => void): void {
   }
 }
 
-/** Whether a verified entry for `key` is in the cache (so that using it runs no compiler). */
-export const isCached = (key: string, ext: string): boolean =>
-  CACHELEVEL.value > 0 && check(join(cacheDir(), key + ext)) === 'ok';
-
 /** A verified entry's contents without the trailer (for loaders that read the whole buffer they are given). */
 export const cachedEntryBody = (data: Buffer): Buffer => data.subarray(0, data.length - TRAILER_BYTES);
 
