@@ -1,10 +1,6 @@
 // Vector values on GPU targets: random programs with random UPCAST/UNROLL splits, lowered for the SIMT device's
 // target (float4-wide lanes), compute on the SIMT emulator what the unoptimized kernel computes, and their CUDA
 // C (vectors as a struct of lanes, aligned loads whole) compiles with nvcc for sm_90 where nvcc is installed.
-import { execFileSync } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { outputsToGlobal } from '../../src/codegen/grid.ts';
@@ -23,18 +19,10 @@ import { AxisType } from '../../src/uop/ops.ts';
 import { graphRewrite } from '../../src/uop/pattern.ts';
 import { symbolic } from '../../src/uop/symbolic.ts';
 import type { UOp } from '../../src/uop/uop.ts';
+import { hasNvcc, nvccCompile } from './nvcc.ts';
 
 const simt = Device.get('SIMT');
 const target = targetOf(simt);
-
-const nvcc = (() => {
-  try {
-    execFileSync('nvcc', ['--version'], { stdio: 'ignore' });
-    return true;
-  } catch {
-    return false;
-  }
-})();
 
 /** Small integers (exact in every dtype here); buffer 0 (the output) zero. */
 const fill = (size: number, slot: number) =>
@@ -122,17 +110,6 @@ describe('vectors on the SIMT target', () => {
     );
     // the property means little unless many of the kernels used vectors
     expect(sources.filter((s) => s.includes('typedef tg_vec<')).length).toBeGreaterThan(10);
-    if (!nvcc) return;
-    const dir = mkdtempSync(join(tmpdir(), 'tsgrad-cuda-vectors-'));
-    try {
-      const files = sources.map((source, i) => {
-        const file = join(dir, `k${i}.cu`);
-        writeFileSync(file, source);
-        return file;
-      });
-      execFileSync('nvcc', ['-arch=sm_90', '-cubin', '-odir', dir, ...files], { stdio: 'pipe' });
-    } finally {
-      rmSync(dir, { recursive: true, force: true });
-    }
+    if (hasNvcc) nvccCompile(sources);
   }, 300_000);
 });

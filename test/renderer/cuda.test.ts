@@ -1,9 +1,5 @@
 // CUDA C for GPU-style kernels: the kernels the SIMT target gets for a set of programs (every dtype, workgroups,
 // shared reductions) compile with nvcc for sm_90 where nvcc is installed (CI's image has it).
-import { execFileSync } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { lowerKernel } from '../../src/codegen/index.ts';
 import { dtypes } from '../../src/dtype.ts';
@@ -13,18 +9,10 @@ import { Context } from '../../src/helpers.ts';
 import { renderCUDA } from '../../src/renderer/c.ts';
 import { Device } from '../../src/runtime/device.ts';
 import { Tensor } from '../../src/tensor/index.ts';
+import { hasNvcc, nvccCompile } from './nvcc.ts';
 
 // the SIMT device's target: workgroups, vector types and NVIDIA's tensor cores (tf32 too)
 const gpu = targetOf(Device.get('SIMT'));
-
-const nvcc = (() => {
-  try {
-    execFileSync('nvcc', ['--version'], { stdio: 'ignore' });
-    return true;
-  } catch {
-    return false;
-  }
-})();
 
 const x = (shape: number[], dtype = dtypes.float32) =>
   Tensor.rand(shape, { device: 'SIMT' }).mul(8).cast(dtype).reshape(shape);
@@ -126,21 +114,12 @@ describe('CUDA renderer', () => {
     expect(of('conv_float16')).toContain('tg_WMMA_16_8_16_float16_float32(');
   });
 
-  it.skipIf(!nvcc)(
+  it.skipIf(!hasNvcc)(
     'compiles every kernel with nvcc for sm_90',
     () => {
-      const dir = mkdtempSync(join(tmpdir(), 'tsgrad-cuda-'));
-      try {
-        const files = sources().map(([name, source]) => {
-          const file = join(dir, `${name}.cu`);
-          writeFileSync(file, source);
-          return file;
-        });
-        expect(files.length).toBeGreaterThan(10);
-        execFileSync('nvcc', ['-arch=sm_90', '-cubin', '-odir', dir, ...files], { stdio: 'pipe' });
-      } finally {
-        rmSync(dir, { recursive: true, force: true });
-      }
+      const all = sources();
+      expect(all.length).toBeGreaterThan(10);
+      nvccCompile(all.map(([, source]) => source));
     },
     300_000,
   );
