@@ -17,6 +17,12 @@ export const KERNEL_OPS = new ContextVar('KERNEL_OPS', 8000);
  */
 export const KERNEL_SHARED_OPS = new ContextVar('KERNEL_SHARED_OPS', 256);
 
+/**
+ * The most distinct buffers one kernel may read (0: unbounded): the CPU device calls a kernel through koffi, which
+ * takes at most 64 arguments, and lifted constants and outputs are arguments too (a sum of 100 tensors).
+ */
+export const KERNEL_BUFFERS = new ContextVar('KERNEL_BUFFERS', 32);
+
 /** Nodes whose value a kernel reads from memory or knows: a kernel's expression starts at them. */
 const STARTS = new Set([Ops.BUFFER, Ops.PARAM, Ops.CONST, Ops.CONTIGUOUS, Ops.AFTER]);
 
@@ -25,7 +31,8 @@ const realizable = (u: UOp) => u.shape?.every((d) => typeof d === 'number') === 
 
 /**
  * The graph with intermediates realized (wrapped in CONTIGUOUS) wherever a kernel would otherwise compute a
- * chain of more than KERNEL_DEPTH dependent elementwise ops, or more than KERNEL_OPS of them, and where a value
+ * chain of more than KERNEL_DEPTH dependent elementwise ops, or more than KERNEL_OPS of them, or read more than
+ * KERNEL_BUFFERS buffers, and where a value
  * of more than KERNEL_SHARED_OPS ops is read by a reduce and by other ops. Reduces and movement ops are counted
  * as if they fused with what they read, so the depth bound may cut early, never late; ordinary kernels (a conv,
  * an MLP step, attention) stay far below the bounds.
@@ -34,6 +41,22 @@ export function boundKernels(sink: UOp): UOp {
   const maxDepth = KERNEL_DEPTH.value || Infinity;
   const maxOps = KERNEL_OPS.value || Infinity;
   const maxShared = KERNEL_SHARED_OPS.value || Infinity;
+  const maxBuffers = KERNEL_BUFFERS.value || Infinity;
+  // the buffers a node's kernel reads (a source's set is shared where a node adds none)
+  const buffers = new Map<UOp, ReadonlySet<UOp>>();
+  const NONE: ReadonlySet<UOp> = new Set();
+  const read = (u: UOp): ReadonlySet<UOp> => {
+    if (u.op === Ops.CONST) return NONE;
+    if (STARTS.has(u.op)) return new Set([u]);
+    let out: ReadonlySet<UOp> = NONE;
+    for (const s of u.src) {
+      const b = cut.has(s) ? new Set([s]) : buffers.get(s)!;
+      if (b.size === 0 || b === out) continue;
+      if (out.size === 0) out = b;
+      else if (![...b].every((x) => out.has(x))) out = new Set([...out, ...b]);
+    }
+    return out;
+  };
   const depth = new Map<UOp, number>();
   // ops under a node: each node's ops are shared among its readers, so no op is counted twice (a sum over
   // paths would grow exponentially with sharing); shared values are counted short, the depth stays exact
@@ -77,6 +100,19 @@ export function boundKernels(sink: UOp): UOp {
         [d, n] = measure(u);
       }
     }
+    let b = read(u);
+    // a kernel past the buffer bound reads its sources that read the most buffers as one buffer each
+    if (b.size > maxBuffers) {
+      const bySize = u.src.filter((s) => realizable(s) && !cut.has(s) && buffers.get(s)!.size > 1);
+      bySize.sort((x, y) => buffers.get(y)!.size - buffers.get(x)!.size);
+      for (const s of bySize) {
+        if (b.size <= maxBuffers) break;
+        cut.add(s);
+        b = read(u);
+      }
+      [d, n] = measure(u);
+    }
+    buffers.set(u, b);
     depth.set(u, d);
     ops.set(u, n);
     if (n > maxShared && readers.get(u)! > 1 && reduced.has(u) && realizable(u)) cut.add(u);
