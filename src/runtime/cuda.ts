@@ -199,14 +199,18 @@ export class CUDABackend extends Backend {
     return JSON.stringify(['CUDA', this.gpu.arch, nvrtcLibrary().version, this.options()]);
   }
 
+  private nvrtcOptions: string[] | undefined;
   private options(): string[] {
-    const include = cudaIncludeDir();
-    return [
-      `--gpu-architecture=${this.gpu.arch}`,
-      '-default-device',
-      '-w',
-      ...(include ? [`-I${include}`] : []),
-    ];
+    if (this.nvrtcOptions === undefined) {
+      const include = cudaIncludeDir();
+      this.nvrtcOptions = [
+        `--gpu-architecture=${this.gpu.arch}`,
+        '-default-device',
+        '-w',
+        ...(include ? [`-I${include}`] : []),
+      ];
+    }
+    return this.nvrtcOptions;
   }
 
   private keyOf(source: string): string {
