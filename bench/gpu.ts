@@ -44,6 +44,34 @@ const N = 1 << 28;
   x.dispose();
   y.dispose();
 }
+{
+  // host <-> GPU copies of 256 MiB from and into ordinary (pageable) JS memory, as a user's data moves
+  const bytes = 1 << 28;
+  const host = new Uint8Array(bytes).fill(1);
+  const mem = backend.allocator.alloc(bytes);
+  const copyTime = (copy: () => void) => {
+    copy();
+    const times: number[] = [];
+    for (let i = 0; i < 5; i++) {
+      const t0 = performance.now();
+      copy();
+      backend.synchronize();
+      times.push((performance.now() - t0) / 1000);
+    }
+    return times.sort((a, b) => a - b)[2]!;
+  };
+  rows.push({
+    what: 'copy host->GPU 256 MiB',
+    unit: 'GB/s',
+    ours: bytes / copyTime(() => backend.allocator.copyin(mem, host)) / 1e9,
+  });
+  rows.push({
+    what: 'copy GPU->host 256 MiB',
+    unit: 'GB/s',
+    ours: bytes / copyTime(() => backend.allocator.copyout(host, mem)) / 1e9,
+  });
+  backend.allocator.free(mem, bytes);
+}
 for (const [n, dtype] of [
   [4096, dtypes.float32],
   [4096, dtypes.float16],

@@ -33,6 +33,7 @@ import {
   use,
 } from './cuda-api.ts';
 import { CUDAGraph } from './cuda-graph.ts';
+import { DIRECT_COPY_BYTES, PinnedStaging } from './cuda-staging.ts';
 import { cachedEntryBody, cachedFile, publishFile, withBuildDir } from './diskcache.ts';
 import { compileInWorkers } from './nvrtc-workers.ts';
 import { NVIDIA_TENSOR_CORES, type TensorCore } from './tensor-cores.ts';
@@ -88,11 +89,14 @@ const gigabytes = (n: number) => `${(n / 1e9).toFixed(2)} GB`;
 
 /** Device memory: blocks are device addresses (numbers), which the host reaches only by copies. */
 class CUDAAllocator extends Allocator<number> {
+  private readonly staging: PinnedStaging;
+
   constructor(
     device: string,
     private readonly gpu: Gpu,
   ) {
     super(device);
+    this.staging = new PinnedStaging(gpu);
   }
 
   protected create(nbytes: number): number {
@@ -124,12 +128,14 @@ class CUDAAllocator extends Allocator<number> {
   }
 
   override copyin(mem: number, src: Uint8Array): void {
-    if (src.byteLength > 0)
+    if (src.byteLength > DIRECT_COPY_BYTES) this.staging.copyin(mem, src);
+    else if (src.byteLength > 0)
       checkDriver(use(this.gpu), this.gpu.driver.cuMemcpyHtoD_v2(mem, src, src.byteLength), 'cuMemcpyHtoD');
   }
 
   override copyout(dst: Uint8Array, mem: number): void {
-    if (dst.byteLength > 0)
+    if (dst.byteLength > DIRECT_COPY_BYTES) this.staging.copyout(dst, mem);
+    else if (dst.byteLength > 0)
       checkDriver(use(this.gpu), this.gpu.driver.cuMemcpyDtoH_v2(dst, mem, dst.byteLength), 'cuMemcpyDtoH');
   }
 }
@@ -141,15 +147,15 @@ export interface Launch {
   writes: number[];
 }
 
-function launchOf(name: string, source: string): Launch {
+function launchOf(name: string, source: string, maxOuterGroups: number): Launch {
   const m = /^\/\/ launch grid (\d+) (\d+) (\d+) block (\d+) (\d+) (\d+) writes([\d ]*)$/m.exec(source);
   if (m === null)
     throw new Error(`CUDA: kernel ${name}: its source has no '// launch grid ... block ... writes ...' line`);
   const dims = m.slice(1, 7).map(Number) as Launch['dims'];
-  // a GPU's grid is at most 2^31 - 1 groups in x and 65535 in y and z
-  if (dims[0] >= 2 ** 31 || dims[1] > 65535 || dims[2] > 65535)
+  // a GPU's grid is at most 2^31 - 1 groups in x and the device's limit in y and z
+  if (dims[0] >= 2 ** 31 || dims[1] > maxOuterGroups || dims[2] > maxOuterGroups)
     throw new Error(
-      `CUDA: kernel ${name}: grid ${dims.slice(0, 3).join('x')} is larger than a GPU's (2^31-1 x 65535 x 65535)`,
+      `CUDA: kernel ${name}: grid ${dims.slice(0, 3).join('x')} is larger than this GPU's (2^31-1 x ${maxOuterGroups} x ${maxOuterGroups})`,
     );
   return { dims, writes: m[7]!.trim().split(/\s+/).filter(Boolean).map(Number) };
 }
@@ -218,7 +224,7 @@ export class CUDABackend extends Backend {
   }
 
   compile(name: string, source: string): Program {
-    const launch = launchOf(name, source);
+    const launch = launchOf(name, source, this.gpu.maxOuterGroups);
     const key = this.keyOf(source);
     let module = this.modules.get(key);
     if (module === undefined) {
