@@ -26,6 +26,12 @@ const RENDERERS: Record<KernelLanguage, (name: string, linear: UOp) => string> =
 /** What DEBUG=4 shows where the source is not for reading: the emulated GPU's kernels as CUDA C. */
 const READABLE: Partial<Record<KernelLanguage, (name: string, linear: UOp) => string>> = { SIMT: renderCUDA };
 
+/**
+ * Called with each kernel rendered for a device, its language and its linear program: the tests use it to
+ * compile every kernel the SIMT target gets as CUDA C with nvcc (test/nvcc-suite.ts).
+ */
+export const renderObservers = new Set<(language: KernelLanguage, name: string, linear: UOp) => void>();
+
 /** What the kernel optimizer may use on a device. */
 export const targetOf = (backend: Backend): Target => ({
   ...CPU_TARGET,
@@ -119,6 +125,7 @@ function lower(ast: UOp, device: string, backend: Backend) {
       : undefined;
   const { name, linear, display, flops, opts } = lowerKernel(ast, { target, lacks, opts: searched });
   const source = render(name, linear);
+  for (const observe of renderObservers) observe(language, name, linear);
   if (DEBUG.value >= 5) console.log(toCode(ast));
   if (DEBUG.value >= 6) console.log(printLinear(linear));
   if (DEBUG.value >= 4) console.log(READABLE[language]?.(name, linear) ?? source);
