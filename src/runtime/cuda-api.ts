@@ -39,12 +39,6 @@ const DRIVER = {
   cuMemcpyHtoD_v2: 'int cuMemcpyHtoD_v2(uintptr_t dst, const void *src, size_t bytes)',
   cuMemcpyDtoH_v2: 'int cuMemcpyDtoH_v2(void *dst, uintptr_t src, size_t bytes)',
   cuMemcpyDtoD_v2: 'int cuMemcpyDtoD_v2(uintptr_t dst, uintptr_t src, size_t bytes)',
-  cuMemAllocHost_v2: 'int cuMemAllocHost_v2(void *ptr, size_t bytes)',
-  cuMemFreeHost: 'int cuMemFreeHost(uintptr_t ptr)',
-  cuMemcpyHtoDAsync_v2:
-    'int cuMemcpyHtoDAsync_v2(uintptr_t dst, uintptr_t src, size_t bytes, uintptr_t stream)',
-  cuMemcpyDtoHAsync_v2:
-    'int cuMemcpyDtoHAsync_v2(uintptr_t dst, uintptr_t src, size_t bytes, uintptr_t stream)',
   cuModuleLoadData: 'int cuModuleLoadData(void *module, const void *image)',
   cuModuleGetFunction: 'int cuModuleGetFunction(void *fn, uintptr_t module, const char *name)',
   cuModuleUnload: 'int cuModuleUnload(uintptr_t module)',
