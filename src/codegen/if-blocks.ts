@@ -33,7 +33,7 @@ function blockGates(body: readonly UOp[], users: ReadonlyMap<UOp, UOp[]>): Map<U
     if (!MOVABLE.has(u.op) || us === undefined) continue;
     const g = gates.get(us[0]!);
     // a gate itself is read by its IF, outside the block
-    if (g !== undefined && us.every((v) => gates.get(v) === g && v.src[2] !== u)) gates.set(u, g);
+    if (g !== undefined && us.every((v) => gates.get(v) === g && gateOf(v) !== u)) gates.set(u, g);
   }
   return gates;
 }
@@ -43,26 +43,18 @@ export function ifBlocks(linear: UOp): UOp {
   for (const u of linear.src) for (const s of new Set(u.src)) users.get(s)?.push(u) ?? users.set(s, [u]);
   const out: UOp[] = [];
   const replaced = new Map<UOp, UOp>();
-  const emit = (u: UOp) => {
-    const v = u.withSrc(u.src.map((s) => replaced.get(s) ?? s));
+  const emit = (u: UOp, src = u.src) => {
+    const v = u.withSrc(src.map((s) => replaced.get(s) ?? s));
     replaced.set(u, v);
     out.push(v);
   };
   let blocks = 0;
   const closeBlock = (gate: UOp, members: readonly UOp[]) => {
+    // tagged apart: two blocks under one gate are two nodes
     const open = UOp.make(Ops.IF, [replaced.get(gate) ?? gate], null, blocks++);
     out.push(open);
-    for (const u of members) {
-      if (u.op !== Ops.STORE) emit(u);
-      else {
-        const v = UOp.make(
-          Ops.STORE,
-          u.src.slice(0, 2).map((s) => replaced.get(s) ?? s),
-        );
-        replaced.set(u, v);
-        out.push(v);
-      }
-    }
+    // a store inside drops its gate: the IF tests it
+    for (const u of members) emit(u, u.op === Ops.STORE ? u.src.slice(0, 2) : u.src);
     out.push(UOp.make(Ops.ENDIF, [open]));
   };
 
@@ -86,10 +78,10 @@ export function ifBlocks(linear: UOp): UOp {
       }
       // a block closes before its first use outside it
       for (const s of x.src) {
-        const members = memberOf.get(s);
-        if (members === undefined || open.get(gates.get(s)!) !== members) continue;
-        open.delete(gates.get(s)!);
-        closeBlock(gates.get(s)!, members);
+        const [members, gate] = [memberOf.get(s), gates.get(s)];
+        if (members === undefined || gate === undefined || open.get(gate) !== members) continue;
+        open.delete(gate);
+        closeBlock(gate, members);
       }
       emit(x);
     }
