@@ -1,12 +1,12 @@
 // IF blocks: gated stores that share a gate run in one IF ... ENDIF with the work only they use, nested inside the
 // loops their gate needs; every renderer runs them, and their CUDA C compiles with nvcc.
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { lowerKernel } from '../../src/codegen/index.ts';
 import { CPU_TARGET, type Opt } from '../../src/codegen/opt/opts.ts';
 import { dtypes } from '../../src/dtype.ts';
 import { targetOf } from '../../src/engine/compile.ts';
 import { scheduleOf } from '../../src/engine/realize.ts';
-import { prod } from '../../src/helpers.ts';
+import { Context, prod } from '../../src/helpers.ts';
 import { renderC, renderCUDA } from '../../src/renderer/c.ts';
 import { renderJS } from '../../src/renderer/js.ts';
 import { renderSIMT } from '../../src/renderer/simt.ts';
@@ -154,6 +154,26 @@ describe('IF blocks', () => {
     expect(blocks[0]!.gate.toposort().filter((u) => u.op === Ops.SPECIAL)).toHaveLength(2);
     const data = negatives([6, 5]);
     expect(runOn('SIMT', k, [data.dataSync() as Float32Array])).toEqual(data.max(1).tolist());
+  });
+
+  it('show at DEBUG=4 in the CUDA C a SIMT kernel reads as', () => {
+    const lines: string[] = [];
+    const log = vi.spyOn(console, 'log').mockImplementation((...args) => {
+      lines.push(args.join(' '));
+    });
+    try {
+      // a shape no other test realizes, so its kernels compile (and print) here
+      const sum = (d: string) =>
+        Tensor.arange(5 * 264, undefined, undefined, { device: d, dtype: dtypes.float32 })
+          .reshape([5, 264])
+          .sum(1);
+      expect(Context.with({ DEBUG: 4 }, () => sum('SIMT').tolist())).toEqual(sum('JS').tolist());
+    } finally {
+      log.mockRestore();
+    }
+    const kernel = lines.find((l) => l.includes('__syncthreads();'));
+    expect(kernel).toMatch(/__global__ void/);
+    expect(kernel).toMatch(/if \(alu\d+\) \{\n\s+\w+ val\d+ = acc\d+;\n\s+data0\[gidx0\] = val\d+;\n\s+\}/);
   });
 
   it.skipIf(!hasNvcc)(
