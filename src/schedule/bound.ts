@@ -26,16 +26,14 @@ export const KERNEL_BUFFERS = new ContextVar('KERNEL_BUFFERS', 0);
 /** Nodes whose value a kernel reads from memory or knows: a kernel's expression starts at them. */
 const STARTS = new Set([Ops.BUFFER, Ops.PARAM, Ops.CONST, Ops.CONTIGUOUS, Ops.AFTER]);
 
-/** A constant callify numbered: it may be lifted into a one-element buffer argument (src/engine/lift.ts). */
-const isPlaceholder = (u: UOp) => u.op === Ops.CONST && typeof u.tag === 'number';
-
 /** A node whose value can be realized: one with a shape of known sizes. */
 const realizable = (u: UOp) => u.shape?.every((d) => typeof d === 'number') === true;
 
 /**
  * The graph with intermediates realized (wrapped in CONTIGUOUS) wherever a kernel would otherwise compute a
  * chain of more than KERNEL_DEPTH dependent elementwise ops, or more than KERNEL_OPS of them, or take more than
- * maxArgs arguments (its output, the buffers and variables it reads, its liftable constants), and where a value
+ * maxArgs arguments (its output, the buffers and variables it reads; constants are lifted only while they fit,
+ * src/engine/lift.ts), and where a value
  * of more than KERNEL_SHARED_OPS ops is read by a reduce and by other ops. Reduces and movement ops are counted
  * as if they fused with what they read, so the depth bound may cut early, never late; ordinary kernels (a conv,
  * an MLP step, attention) stay far below the bounds.
@@ -50,7 +48,7 @@ export function boundKernels(sink: UOp, maxArgs: number): UOp {
   const buffers = new Map<UOp, ReadonlySet<UOp>>();
   const NONE: ReadonlySet<UOp> = new Set();
   const read = (u: UOp): ReadonlySet<UOp> => {
-    if (u.op === Ops.CONST) return isPlaceholder(u) ? new Set([u]) : NONE;
+    if (u.op === Ops.CONST) return NONE;
     if (STARTS.has(u.op)) return new Set([u]);
     let out: ReadonlySet<UOp> = NONE;
     for (const s of u.src) {

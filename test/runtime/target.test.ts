@@ -104,8 +104,8 @@ describe('arguments per kernel', () => {
     });
   });
 
-  it('count the constants a kernel may read from buffers (lifted when they change)', () => {
-    // 70 distinct constants, then 70 others: the second run reads every one from a buffer argument
+  it('take constants that change as arguments only while they fit; past that, the kernel bakes them', () => {
+    // 70 distinct constants, then 70 others: the CPU's kernel cannot read them all from buffer arguments
     const x = new Tensor([1, 2, 3], { device: 'CPU' }).realize();
     const run = (k: number) => {
       let y = x;
