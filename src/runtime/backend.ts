@@ -79,7 +79,8 @@ export abstract class Backend {
 
   /**
    * The most arguments one kernel may take: its buffers (output, inputs, lifted constants) and symbolic
-   * variables. The schedule cuts kernels that would read more (src/schedule/bound.ts).
+   * variables. The schedule cuts kernels that would read more (src/schedule/bound.ts); constants are lifted
+   * only while they fit (src/engine/lift.ts).
    */
   maxBuffers(): number {
     return Number.POSITIVE_INFINITY;
