@@ -106,7 +106,8 @@ for (const [program, f] of Object.entries(PROGRAMS)) {
   const { body, inputs, values } = toFunction([t.uop], () => {
     throw new Error('no function calls here');
   });
-  const plan = planOf(body, inputs.length, 'SIMT', true);
+  const simt = Device.get('SIMT');
+  const plan = planOf(body, inputs.length, 'SIMT', { gpu: true, maxBuffers: simt.maxBuffers() });
   const buffers = [
     ...inputs.map((b) => ({
       dtype: b.dtype.name,

@@ -40,7 +40,9 @@ function stages(device: string, n: number): Record<string, number | string> {
       throw new Error('no calls here');
     }),
   );
-  const [bounded, bound] = time(() => boundKernels(splitReduces(foldViews(body))));
+  const [bounded, bound] = time(() =>
+    boundKernels(splitReduces(foldViews(body)), Device.get(device).maxBuffers()),
+  );
   const [schedule, rangeified] = time(() => rangeify(bounded.src, () => device));
   const backend = Device.get(device);
   const render = device === 'CPU' ? renderC : renderJS;

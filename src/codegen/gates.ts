@@ -1,7 +1,8 @@
 // Addresses simplified under their gates: a gated load reads memory only where its gate holds, so its address
 // may be simplified with the bounds the gate implies. A padded view's address wraps (x % size, since x may be
 // -1 at the padding); within the gate's bounds the wrap is the identity and drops, which leaves an address
-// that is affine in the loops (so its lanes can be one vector load).
+// that is affine in the loops (so its lanes can be one vector load). A gate that expand made constant true
+// (an UPCAST copy inside the unpadded part) is dropped.
 import { dtypes } from '../dtype.ts';
 import { Ops } from '../uop/ops.ts';
 import { graphRewrite, PatternMatcher, substitute, UPat } from '../uop/pattern.ts';
@@ -61,4 +62,18 @@ const rules = new PatternMatcher([
 
 export function simplifyGatedAddresses(ast: UOp): UOp {
   return graphRewrite(ast, rules, { name: 'addresses under their gates', ctx: {} });
+}
+
+const isTrue = (u: UOp | undefined) => u?.op === Ops.CONST && u.constValue === true;
+
+const trueGates = new PatternMatcher([
+  [
+    new UPat({ op: [Ops.LOAD, Ops.STORE], name: 'x' }),
+    ({ x }) =>
+      isTrue(x!.src[2]) ? x!.withSrc(x!.op === Ops.LOAD ? [x!.src[0]!] : x!.src.slice(0, 2)) : undefined,
+  ],
+]);
+
+export function dropTrueGates(ast: UOp): UOp {
+  return graphRewrite(ast, trueGates, { name: 'gates that always hold', ctx: {} });
 }

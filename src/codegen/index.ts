@@ -10,8 +10,9 @@ import { reduceToAccumulators } from './accumulate.ts';
 import { collapseReduces } from './collapse.ts';
 import { decompose } from './decompose.ts';
 import { expandRanges, laneRange } from './expand.ts';
-import { simplifyGatedAddresses } from './gates.ts';
+import { dropTrueGates, simplifyGatedAddresses } from './gates.ts';
 import { gridIndices, groupReduces, outputsToGlobal } from './grid.ts';
+import { ifBlocks } from './if-blocks.ts';
 import { linearize } from './linearize.ts';
 import { handCodedOpts } from './opt/heuristic.ts';
 import { applyOpts, CPU_TARGET, type Opt, type Target } from './opt/opts.ts';
@@ -128,11 +129,11 @@ export function lowerKernel(ast: UOp, opts: LowerOptions = {}): LoweredKernel {
   const vectorized = target.vectors ? expandLanes(k, tensorCores) : 'the target has no vector types';
   if (typeof vectorized === 'string' && DEBUG.value >= 4)
     console.log(`${kernelName(named)}: scalar copies: ${vectorized}`);
-  k = typeof vectorized === 'string' ? expandRanges(k) : vectorized;
+  k = dropTrueGates(typeof vectorized === 'string' ? expandRanges(k) : vectorized);
   k = reduceToAccumulators(k);
   if (tensorCores) k = accumulateInWmma(k);
   if (target.grid !== undefined) k = gridIndices(k, target.grid);
-  const linear = linearize(k);
+  const linear = ifBlocks(linearize(k));
   verifyStage(linear, 'linear');
   return {
     name: kernelName(named),

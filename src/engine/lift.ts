@@ -2,10 +2,11 @@
 // that differs only in them (a scale, a step size, a fill value) reuses the schedule. Each kernel compiles with
 // its constants baked (and folded) for the first values it meets; a constant that later takes another value is
 // read from a one-element buffer by a second program, so structural constants (identities, decompositions,
-// a mask's 0) never leave the kernel.
+// a mask's 0) never leave the kernel. Constants past the device's arguments per kernel are baked instead.
 import { AddrSpace, type ConstValue, type DType, dtypes, toStorage } from '../dtype.ts';
 import { ContextVar } from '../helpers.ts';
 import { DeviceBuffer } from '../runtime/buffer.ts';
+import { Device } from '../runtime/device.ts';
 import { Ops } from '../uop/ops.ts';
 import { substitute } from '../uop/pattern.ts';
 import { UOp } from '../uop/uop.ts';
@@ -62,6 +63,7 @@ export class KernelStep<K> {
     const first = this.first ?? mine;
     const positions = this.liftedFor(mine, first);
     if (positions === undefined) return this.baked === undefined ? this.astReading([], first) : undefined;
+    if (!this.fits(positions)) return bake(this.ast, values);
     return positions === this.lifted?.positions ? undefined : this.astReading(positions, first);
   }
 
@@ -74,6 +76,7 @@ export class KernelStep<K> {
     const positions = this.liftedFor(mine, first);
     if (positions === undefined)
       return { kernel: (this.baked ??= compile(this.astReading([], first))), extra: [] };
+    if (!this.fits(positions)) return { kernel: compile(bake(this.ast, values)), extra: [] };
     if (positions !== this.lifted?.positions)
       this.lifted = { positions, kernel: compile(this.astReading(positions, first)) };
     const extra = positions.map((j) => {
@@ -81,6 +84,11 @@ export class KernelStep<K> {
       return new DeviceBuffer(this.device, 1, d).allocate().copyin(toStorage(d, [mine[j]!]));
     });
     return { kernel: this.lifted.kernel, extra };
+  }
+
+  /** Whether the kernel can take the constants at `positions` as arguments too; else they are baked (a compile per value). */
+  private fits(positions: readonly number[]): boolean {
+    return this.refs.length + positions.length <= Device.get(this.device).maxBuffers();
   }
 
   private valuesOf(values: readonly ConstValue[]): ConstValue[] {

@@ -9,7 +9,7 @@ import { LRU } from '../lru.ts';
 import type { Program } from '../runtime/backend.ts';
 import type { DeviceBuffer } from '../runtime/buffer.ts';
 import { Device } from '../runtime/device.ts';
-import { kernelsOf, type Plan, planOf, toFunction } from '../schedule/index.ts';
+import { kernelsOf, type Plan, planOf, type ScheduleTarget, toFunction } from '../schedule/index.ts';
 import { newBuffer, type Schedule } from '../schedule/rangeify.ts';
 import { bindBody } from '../schedule/resolve.ts';
 import { Ops } from '../uop/ops.ts';
@@ -158,7 +158,7 @@ export function realize(tensors: readonly Realizable[]): ReadonlySet<UOp> {
   let plan = plans.get(key);
   const cached = plan !== undefined;
   if (plan === undefined)
-    plans.set(key, (plan = runnable(planOf(body, inputs.length, device, isGpu(device)), device)));
+    plans.set(key, (plan = runnable(planOf(body, inputs.length, device, scheduleTarget(device)), device)));
   const outputs = runPlan(plan, inputs, values, device);
   if (DEBUG.value >= 1)
     console.log(
@@ -182,12 +182,15 @@ export function scheduleOf(tensors: readonly Realizable[]): Schedule {
     pending.map((t) => t.uop),
     (call) => realizeCall(call, device),
   );
-  const { kernels, outputs } = kernelsOf(body, device, isGpu(device));
+  const { kernels, outputs } = kernelsOf(body, device, scheduleTarget(device));
   return { kernels: kernels.map((k) => ({ ...k, ast: bake(k.ast, values) })), outputs };
 }
 
-/** Whether a device runs kernels on workgroups (a GPU), which the schedule splits big sums for. */
-const isGpu = (device: string) => Device.get(device).workgroups() !== undefined;
+/** What the schedule needs of a device: whether it runs workgroups (big sums split for them), its most arguments. */
+const scheduleTarget = (device: string): ScheduleTarget => {
+  const backend = Device.get(device);
+  return { gpu: backend.workgroups() !== undefined, maxBuffers: backend.maxBuffers() };
+};
 
 /** How many schedules are cached (for tests). */
 export const cachedPlans = (): number => plans.size;

@@ -483,12 +483,13 @@ const vectorExp2 = (name: string, t: string, mask: string) => `static inline ${t
   return (${t})((nan & (${mask})x) | (~nan & (${mask})(p * s1 * s2)));
 }`;
 
-// float16 is _Float16 where the compiler has it (gcc 12+, clang 15+ on x86), else clang's __fp16, which is
-// only stored: its arithmetic runs in float and rounds when assigned, as _Float16's does without native halves
+// float16 is _Float16 where the compiler has it (gcc 12+, clang 15+ on x86), else clang's (or ARM's) __fp16,
+// which is only stored: its arithmetic runs in float and rounds when assigned, as _Float16's does without native
+// halves; a compiler with neither compiles the other dtypes (the CPU device refuses float16 there)
 const HALF = `
 #ifdef __FLT16_MAX__
 typedef _Float16 tg_half;
-#else
+#elif defined(__clang__) || defined(__ARM_FP16_FORMAT_IEEE)
 typedef __fp16 tg_half;
 #endif`;
 

@@ -1,5 +1,6 @@
 // What every device provides: an allocator, a compiler from kernel source to Program, and Programs that run.
 
+import { type DType, dtypes, scalarDTypes } from '../dtype.ts';
 import type { Ops } from '../uop/ops.ts';
 import type { Allocator } from './allocator.ts';
 import type { DeviceBuffer } from './buffer.ts';
@@ -12,6 +13,10 @@ export type DeviceKind = 'CPU' | 'CUDA' | 'DISK' | 'JS' | 'NULL' | 'SIMT';
 export type KernelLanguage = 'C' | 'CUDA' | 'JS' | 'SIMT';
 
 const NONE: ReadonlySet<Ops> = new Set();
+/** Every dtype a tensor may have. */
+export const ALL_DTYPES: ReadonlySet<DType> = new Set(
+  scalarDTypes.filter((d) => d !== dtypes.void && d !== dtypes.index),
+);
 
 /** A compiled kernel. */
 export interface Program {
@@ -65,6 +70,20 @@ export abstract class Backend {
   /** Elementwise ops its kernels cannot compute: codegen rebuilds them from primitives (src/codegen/decompose.ts). */
   lacks(): ReadonlySet<Ops> {
     return NONE;
+  }
+
+  /** The dtypes its tensors may have: a tensor of another is refused where it is made (src/tensor/validate.ts). */
+  dtypes(): ReadonlySet<DType> {
+    return ALL_DTYPES;
+  }
+
+  /**
+   * The most arguments one kernel may take: its buffers (output, inputs, lifted constants) and symbolic
+   * variables. The schedule cuts kernels that would read more (src/schedule/bound.ts); constants are lifted
+   * only while they fit (src/engine/lift.ts).
+   */
+  maxBuffers(): number {
+    return Number.POSITIVE_INFINITY;
   }
 
   /** Whether its kernels have vector types, so the optimizer may give them lanes. */

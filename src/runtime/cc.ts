@@ -41,6 +41,8 @@ export interface CCompiler {
   readonly version: string;
   /** The compiler builds OpenMP code (clang needs libomp installed for it). */
   readonly openmp: boolean;
+  /** It has a half type: _Float16 (gcc 12+, clang 15+ on x86), or __fp16 (clang, ARM). */
+  readonly halves: boolean;
 }
 
 /** Every flag a kernel compiles with. */
@@ -95,7 +97,13 @@ function probeVersion(argv: string[]): CCompiler | undefined {
       encoding: 'utf8',
     },
   );
-  return { argv, version: r.stdout.split('\n')[0]!.trim(), openmp: omp.status === 0 };
+  // the macros src/renderer/c.ts picks its half type by
+  const macros = spawnSync(argv[0]!, [...argv.slice(1), ...CFLAGS, '-dM', '-E', '-x', 'c', '-'], {
+    input: '',
+    encoding: 'utf8',
+  }).stdout;
+  const halves = /#define (__FLT16_MAX__|__clang__|__ARM_FP16_FORMAT_IEEE) /.test(macros ?? '');
+  return { argv, version: r.stdout.split('\n')[0]!.trim(), openmp: omp.status === 0, halves };
 }
 
 const failure = (cc: CCompiler, names: string, why: string, source: string) =>

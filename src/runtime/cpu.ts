@@ -4,10 +4,12 @@ import { createRequire } from 'node:module';
 import { arch, availableParallelism, cpus, platform } from 'node:os';
 import { join } from 'node:path';
 import type { LibraryHandle } from 'koffi';
+import { type DType, dtypes } from '../dtype.ts';
 import { ContextVar, HOST_BUFFER_ALIGN, sha256 } from '../helpers.ts';
 import { LRU } from '../lru.ts';
 import { HostAllocator, type HostMemory } from './allocator.ts';
 import {
+  ALL_DTYPES,
   Backend,
   type CompileOptions,
   checkBuffers,
@@ -67,6 +69,8 @@ function loaded(handle: LibraryHandle): Library {
   return lib;
 }
 
+const WITHOUT_HALVES: ReadonlySet<DType> = new Set([...ALL_DTYPES].filter((d) => d !== dtypes.float16));
+
 export class CPUBackend extends Backend {
   // loaded libraries by content key, the most recently used (a program cached elsewhere keeps its own loaded)
   private readonly libraries = new LRU<string, Library>();
@@ -94,6 +98,21 @@ export class CPUBackend extends Backend {
 
   override matmulPanels(): boolean {
     return true;
+  }
+
+  // a kernel is a koffi call, which takes at most 64 arguments
+  override maxBuffers(): number {
+    return 64;
+  }
+
+  // float16 is the compiler's half type (src/renderer/c.ts); gcc before 12 on x86 has none. Without a compiler
+  // at all, compiling says so, for every dtype.
+  override dtypes(): ReadonlySet<DType> {
+    try {
+      return findCompiler().halves ? ALL_DTYPES : WITHOUT_HALVES;
+    } catch {
+      return ALL_DTYPES;
+    }
   }
 
   override compilerKey(): string {

@@ -114,6 +114,8 @@ export interface Gpu {
   maxOuterGroups: number;
   sharedBytes: number;
   totalBytes: number;
+  /** cuDriverGetVersion's: 1000 x major + 10 x minor (12010 is CUDA 12.1). */
+  driverVersion: number;
 }
 
 let current = -1;

@@ -70,6 +70,8 @@ function openGpu(ordinal: number): Gpu {
   ok(driver.cuDeviceGetName(name, name.length, dev[0]), 'cuDeviceGetName');
   const total = new BigUint64Array(1);
   ok(driver.cuDeviceTotalMem_v2(total, dev[0]), 'cuDeviceTotalMem');
+  const version = new Int32Array(1);
+  ok(driver.cuDriverGetVersion(version), 'cuDriverGetVersion');
   const context = new OutHandle();
   ok(driver.cuDevicePrimaryCtxRetain(context.ptr, dev[0]), 'cuDevicePrimaryCtxRetain');
   return {
@@ -81,6 +83,7 @@ function openGpu(ordinal: number): Gpu {
     maxOuterGroups: attribute(ATTRIBUTE.maxGridY),
     sharedBytes: attribute(ATTRIBUTE.sharedPerBlock),
     totalBytes: Number(total[0]),
+    driverVersion: version[0]!,
   };
 }
 
@@ -196,6 +199,15 @@ export class CUDABackend extends Backend {
   // mma.sync's shapes from Ampere (sm_80) on
   override tensorCores(): readonly TensorCore[] {
     return Number(this.gpu.arch.slice(3)) >= 80 ? NVIDIA_TENSOR_CORES : [];
+  }
+
+  // kernel parameters are 8-byte pointers (a variable, 4 bytes, counted as one): 4 KB of them, or 32,764 bytes
+  // from CUDA 12.1 (driver and NVRTC) on Volta and later
+  override maxBuffers(): number {
+    const [major, minor] = nvrtcLibrary().version.split('.').map(Number) as [number, number];
+    const large =
+      this.gpu.driverVersion >= 12010 && major * 100 + minor >= 1201 && Number(this.gpu.arch.slice(3)) >= 70;
+    return Math.floor((large ? 32764 : 4096) / 8);
   }
 
   override compilerKey(): string {

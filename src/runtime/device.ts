@@ -52,6 +52,9 @@ export class Device {
 
   /** The device named `name`, created on first use. */
   static get(name: string): Backend {
+    // every op's tensor asks: an open device's canonical name is found without parsing it
+    const open = opened.get(name);
+    if (open !== undefined) return open;
     const canonical = Device.canonicalize(name);
     let backend = opened.get(canonical);
     if (backend === undefined) {

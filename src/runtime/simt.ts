@@ -69,6 +69,11 @@ export class SIMTBackend extends Backend {
   override tensorCores(): readonly TensorCore[] {
     return NVIDIA_TENSOR_CORES;
   }
+
+  // as CUDA's kernel parameters from 12.1 on (32,764 bytes of 8-byte pointers), so its schedules are CUDA's
+  override maxBuffers(): number {
+    return 4095;
+  }
 }
 
 type V = ConstValue;

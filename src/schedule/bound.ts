@@ -18,10 +18,10 @@ export const KERNEL_OPS = new ContextVar('KERNEL_OPS', 8000);
 export const KERNEL_SHARED_OPS = new ContextVar('KERNEL_SHARED_OPS', 256);
 
 /**
- * The most distinct buffers one kernel may read (0: unbounded): the CPU device calls a kernel through koffi, which
- * takes at most 64 arguments, and lifted constants and outputs are arguments too (a sum of 100 tensors).
+ * A cap on the arguments of one kernel below its device's (Backend.maxBuffers: the CPU's koffi calls take 64);
+ * 0: the device's alone.
  */
-export const KERNEL_BUFFERS = new ContextVar('KERNEL_BUFFERS', 32);
+export const KERNEL_BUFFERS = new ContextVar('KERNEL_BUFFERS', 0);
 
 /** Nodes whose value a kernel reads from memory or knows: a kernel's expression starts at them. */
 const STARTS = new Set([Ops.BUFFER, Ops.PARAM, Ops.CONST, Ops.CONTIGUOUS, Ops.AFTER]);
@@ -31,18 +31,20 @@ const realizable = (u: UOp) => u.shape?.every((d) => typeof d === 'number') === 
 
 /**
  * The graph with intermediates realized (wrapped in CONTIGUOUS) wherever a kernel would otherwise compute a
- * chain of more than KERNEL_DEPTH dependent elementwise ops, or more than KERNEL_OPS of them, or read more than
- * KERNEL_BUFFERS buffers, and where a value
+ * chain of more than KERNEL_DEPTH dependent elementwise ops, or more than KERNEL_OPS of them, or take more than
+ * maxArgs arguments (its output, the buffers and variables it reads; constants are lifted only while they fit,
+ * src/engine/lift.ts), and where a value
  * of more than KERNEL_SHARED_OPS ops is read by a reduce and by other ops. Reduces and movement ops are counted
  * as if they fused with what they read, so the depth bound may cut early, never late; ordinary kernels (a conv,
  * an MLP step, attention) stay far below the bounds.
  */
-export function boundKernels(sink: UOp): UOp {
+export function boundKernels(sink: UOp, maxArgs: number): UOp {
   const maxDepth = KERNEL_DEPTH.value || Infinity;
   const maxOps = KERNEL_OPS.value || Infinity;
   const maxShared = KERNEL_SHARED_OPS.value || Infinity;
-  const maxBuffers = KERNEL_BUFFERS.value || Infinity;
-  // the buffers a node's kernel reads (a source's set is shared where a node adds none)
+  // one argument is the output
+  const maxBuffers = Math.min(maxArgs, KERNEL_BUFFERS.value || Infinity) - 1;
+  // the arguments a node's kernel reads (a source's set is shared where a node adds none)
   const buffers = new Map<UOp, ReadonlySet<UOp>>();
   const NONE: ReadonlySet<UOp> = new Set();
   const read = (u: UOp): ReadonlySet<UOp> => {

@@ -33,12 +33,22 @@ export interface Plan {
   slots: number;
 }
 
+/** What the schedule needs to know of the device its kernels run on. */
+export interface ScheduleTarget {
+  /** Kernels run on workgroups (a GPU): big sums split for them. */
+  gpu: boolean;
+  /** The most arguments one kernel may take (Backend.maxBuffers). */
+  maxBuffers: number;
+}
+
+const HOST: ScheduleTarget = { gpu: false, maxBuffers: Number.POSITIVE_INFINITY };
+
 /**
  * Fold views, split reduces, bound kernels (realize intermediates of expressions too long to compile), then
  * rangeify: the kernels of a function's body, and the buffer holding each root.
  */
-export function kernelsOf(body: UOp, device: string, gpu = false): Schedule {
-  const split = boundKernels(splitReduces(foldViews(body), gpu));
+export function kernelsOf(body: UOp, device: string, target = HOST): Schedule {
+  const split = boundKernels(splitReduces(foldViews(body), target.gpu), target.maxBuffers);
   const schedule = rangeify(split.src, () => device);
   // the roots as the caller knows them
   const outputs = new Map(body.src.map((r, i) => [r, schedule.outputs.get(split.src[i]!)!]));
@@ -46,8 +56,8 @@ export function kernelsOf(body: UOp, device: string, gpu = false): Schedule {
 }
 
 /** The buffer table of a function's kernels: entries for its PARAMs, then one per buffer rangeify created. */
-function bufferTable(body: UOp, inputs: number, device: string, gpu: boolean) {
-  const schedule = kernelsOf(body, device, gpu);
+function bufferTable(body: UOp, inputs: number, device: string, target: ScheduleTarget) {
+  const schedule = kernelsOf(body, device, target);
   const table = new Map<UOp, number>();
   const created: Plan['created'] = [];
   const entry = (b: UOp): number => {
@@ -69,8 +79,8 @@ function bufferTable(body: UOp, inputs: number, device: string, gpu: boolean) {
 }
 
 /** Rangeify, the buffer table and the memory plan: a function's plan on a device. */
-export function planOf(body: UOp, inputs: number, device: string, gpu = false): Plan {
-  const { steps, created, outputs } = bufferTable(body, inputs, device, gpu);
+export function planOf(body: UOp, inputs: number, device: string, target = HOST): Plan {
+  const { steps, created, outputs } = bufferTable(body, inputs, device, target);
   const uses = created.map((c, j) => {
     const touching = steps.flatMap((s, i) => (s.refs.includes(inputs + j) ? [i] : []));
     // an empty buffer may have no kernel touching it

@@ -30,6 +30,7 @@ import { gradMode } from './grad-mode.ts';
 import { noteRealized, originsOf } from './origins.ts';
 import {
   checkAxes,
+  checkDType,
   checkFinites,
   checkOptions,
   checkScalar,
@@ -297,11 +298,14 @@ export class Tensor {
     if (data instanceof UOp) {
       // an op's result (wrap) or fromUOp: built by the library
       this.device = Device.canonicalize(opts.device ?? Device.default);
+      checkDType(undefined, data.dtype, this.device);
       this.uop = data;
     } else {
       checkOptions('Tensor', opts);
       this.device = deviceOf('Tensor', opts.device ?? Device.default);
-      this.uop = bufferFrom(data, dtypeOption('Tensor', opts), this.device);
+      const uop = bufferFrom(data, dtypeOption('Tensor', opts), this.device);
+      checkDType('Tensor', uop.dtype, this.device);
+      this.uop = uop;
     }
     this.requiresGrad = opts.requiresGrad ?? false;
     noteMade(this);
@@ -967,7 +971,7 @@ export class Tensor {
   to(device: string): Tensor {
     const target = deviceOf('to', device);
     if (target === this.device) return this;
-    Device.get(target); // an unknown device fails here, before anything runs
+    checkDType('to', this.dtype, target); // an unknown device fails here too, before anything runs
     if (Device.get(this.device).language() === undefined) return this.fromDisk(target);
     this.realize();
     const buf = newBuffer(this.shape, this.dtype, target);

@@ -1,6 +1,7 @@
 // Checks of public arguments shared by the constructors and ops (sizes, shapes, integers, scalars, devices,
 // option bags): each error names the op, the value given and what would be valid.
-import type { ConstValue } from '../dtype.ts';
+import type { ConstValue, DType } from '../dtype.ts';
+import { ALL_DTYPES } from '../runtime/backend.ts';
 import { Device } from '../runtime/device.ts';
 
 /** A user's value as the error shows it: numbers and arrays as written, strings quoted, else the type. */
@@ -86,4 +87,17 @@ export function deviceOf(op: string, device: unknown): string {
 export function checkOptions(op: string, opts: unknown): void {
   if (opts !== undefined && (typeof opts !== 'object' || opts === null || Array.isArray(opts)))
     throw new Error(`${op}: options must be an object such as { dtype: 'float32' }, got ${shown(opts)}`);
+}
+
+/**
+ * Throws unless `device` supports tensors of `dtype` (Backend.dtypes), naming what it supports; `op` is left out
+ * for an op's result (the public op's name goes in front, src/tensor/op-names.ts).
+ */
+export function checkDType(op: string | undefined, dtype: DType, device: string): void {
+  const supported = Device.get(device).dtypes();
+  if (supported === ALL_DTYPES || supported.has(dtype) || !ALL_DTYPES.has(dtype)) return;
+  const names = [...supported].map((d) => d.name).join(', ');
+  throw new Error(
+    `${op === undefined ? '' : `${op}: `}${device} has no ${dtype.name} tensors; it supports ${names}`,
+  );
 }
