@@ -111,14 +111,19 @@ function expandLanes(ast: UOp, tensorCores: boolean): UOp | string {
   }
 }
 
-export function lowerKernel(ast: UOp, opts: LowerOptions = {}): LoweredKernel {
+/** The kernel as the opts see it: indices simplified, what the target lacks decomposed, reduces collapsed. */
+export function optimizable(ast: UOp, opts: LowerOptions = {}): UOp {
   verifyStage(ast, 'kernel');
   let k = graphRewrite(ast, symbolic, { name: 'simplify indices', ctx: {} });
   k = simplifyGatedAddresses(k);
   k = decompose(k, opts.lacks ?? new Set());
   k = collapseReduces(k);
+  return opts.target?.grid !== undefined ? outputsToGlobal(k) : k;
+}
+
+export function lowerKernel(ast: UOp, opts: LowerOptions = {}): LoweredKernel {
+  let k = optimizable(ast, opts);
   const target = opts.target ?? CPU_TARGET;
-  if (target.grid !== undefined) k = outputsToGlobal(k);
   const applied = opts.opts ?? handCodedOpts(k, target);
   k = applyOpts(k, applied, target);
   if (target.grid !== undefined) k = groupReduces(k);

@@ -1,8 +1,9 @@
 // Hand-coded opts: THREAD splits of big kernels, register tiles of matmul, vector lanes of split reductions.
 // The opts are read from lowerKernel, which runs handCodedOpts on the kernel after index simplification.
 import { describe, expect, it } from 'vitest';
-import { lowerKernel } from '../../src/codegen/index.ts';
-import { CPU_TARGET, type Opt, type Target } from '../../src/codegen/opt/opts.ts';
+import { lowerKernel, optimizable } from '../../src/codegen/index.ts';
+import { capBody, expandedOps, MAX_BODY_OPS } from '../../src/codegen/opt/heuristic.ts';
+import { applyOpts, CPU_TARGET, type Opt, type Target } from '../../src/codegen/opt/opts.ts';
 import { scheduleOf } from '../../src/engine/realize.ts';
 import { Context } from '../../src/helpers.ts';
 import { Tensor } from '../../src/tensor/index.ts';
@@ -240,5 +241,73 @@ describe('THREAD splits of odd outer axes', () => {
     ).reshape([3, 256, 128]);
     const run = () => x.mul(x).sum(2).tolist();
     expect(run()).toEqual(Context.with({ NOOPT: 1 }, run));
+  });
+});
+
+describe('register tiles of expensive bodies', () => {
+  // sum over k of exp2(a[i,k] * b[k,j]) where k <= j: the causal mask varies along the column lanes, so each
+  // lane's product and exp2 are scalar code of their own (as an attention backward's recomputed scores)
+  const masked = (a: Tensor, b: Tensor) =>
+    Tensor.ones([128, 128], { dtype: 'bool' })
+      .tril()
+      .where(
+        a
+          .reshape([128, 128, 1])
+          .mul(b.reshape([1, 128, 128]))
+          .exp2(),
+        0,
+      )
+      .sum(1);
+  const ast = scheduleOf([masked(tensor([128, 128]), tensor([128, 128]))]).kernels.find((x) =>
+    hasReduce(x.ast),
+  )!.ast;
+  const seen = optimizable(ast, { target: target(AVX512) });
+  const ops = (opts: readonly Opt[], t: Target) => expandedOps(applyOpts(seen, opts, t), t);
+
+  it('counts a masked exp2 body per lane and a plain matmul per vector', () => {
+    const matmul = scheduleOf([tensor([256, 256]).matmul(tensor([256, 256]))]).kernels.find((k) =>
+      hasReduce(k.ast),
+    )!.ast;
+    const tiled = applyOpts(optimizable(matmul), optsOf(matmul, target(AVX512)), target(AVX512));
+    // 8 x 2 x 16: 8 x 2 vector products and sums, 8 row loads, 2 vector loads
+    expect(expandedOps(tiled, target(AVX512))).toBe(8 * 2 * 2 + 8 + 2);
+    // the uncapped tile of 8 rows x 2 x 16 lanes: 256 copies of exp2 at least
+    const full = [split(0, 2, THREAD, true), split(2, 16, UPCAST), split(2, 2, UPCAST), split(1, 8, UPCAST)];
+    expect(ops(full, target(AVX512))).toBeGreaterThan(256 * 20);
+  });
+
+  it('shrinks the tile until the expanded body fits MAX_BODY_OPS, keeping a tile', () => {
+    const opts = optsOf(ast, target(AVX512));
+    expect(ops(opts, target(AVX512))).toBeLessThanOrEqual(MAX_BODY_OPS);
+    expect(opts.some((o) => o.op === 'SPLIT' && o.target === UPCAST)).toBe(true);
+  });
+
+  it('halves the largest factor first and leaves a body that fits as it is', () => {
+    const full = [split(0, 2, THREAD, true), split(2, 16, UPCAST), split(2, 2, UPCAST), split(1, 8, UPCAST)];
+    expect(capBody(seen, full, target(AVX512))).toEqual([
+      split(0, 2, THREAD, true),
+      split(2, 8, UPCAST),
+      split(2, 2, UPCAST),
+      split(1, 4, UPCAST),
+    ]);
+    const small = [split(0, 2, THREAD, true), split(2, 4, UPCAST), split(1, 2, UPCAST)];
+    expect(capBody(seen, small, target(AVX512))).toEqual(small);
+  });
+
+  it('computes what the unoptimized kernel computes', () => {
+    const a = new Tensor(
+      Float32Array.from({ length: 128 * 128 }, (_, i) => ((i % 7) - 3) / 64),
+      { device: 'CPU' },
+    );
+    const b = new Tensor(
+      Float32Array.from({ length: 128 * 128 }, (_, i) => ((i % 5) - 2) / 64),
+      { device: 'CPU' },
+    );
+    const run = () => masked(a.reshape([128, 128]), b.reshape([128, 128])).tolist() as number[][];
+    const want = Context.with({ NOOPT: 1 }, run).flat();
+    const error = run()
+      .flat()
+      .map((x, i) => Math.abs(x - want[i]!) / Math.max(1, Math.abs(want[i]!)));
+    expect(Math.max(...error)).toBeLessThan(1e-5);
   });
 });
