@@ -1,7 +1,7 @@
 // The CUDA device: NVIDIA GPUs through the driver API. Kernels are CUDA C compiled by NVRTC to a cubin for the
 // GPU's own architecture (cached on disk like the CPU's libraries), loaded as modules and launched on the grid
 // their source's launch line names; memory is device memory with the allocator's free list.
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ContextVar, sha256 } from '../helpers.ts';
@@ -33,7 +33,7 @@ import {
   use,
 } from './cuda-api.ts';
 import { CUDAGraph } from './cuda-graph.ts';
-import { cachedEntryBody, cachedFile, publishFile, withBuildDir } from './diskcache.ts';
+import { cachedBody, publishFile, withBuildDir } from './diskcache.ts';
 import { compileInWorkers } from './nvrtc-workers.ts';
 import { NVIDIA_TENSOR_CORES, type TensorCore } from './tensor-cores.ts';
 
@@ -164,8 +164,6 @@ export class CUDABackend extends Backend {
   private readonly gpu: Gpu;
   // loaded modules by content key; one dropped from here stays loaded, as programs may still hold its functions
   private readonly modules = new LRU<string, number>();
-  // cubins compileMany built on worker threads, by content key, until compile() caches and loads them
-  private readonly prebuilt = new Map<string, Uint8Array>();
 
   constructor(name: string) {
     const gpu = openGpu(Number(name.split(':')[1] ?? 0));
@@ -233,14 +231,18 @@ export class CUDABackend extends Backend {
   }
 
   compile(name: string, source: string): Program {
+    return this.load(name, source, this.keyOf(source));
+  }
+
+  /** The kernel's program: its module loaded from `image` (the cubin where known), else from the disk cache or NVRTC. */
+  private load(name: string, source: string, key: string, image?: Uint8Array): Program {
     const launch = launchOf(name, source, this.gpu.maxOuterGroups);
-    const key = this.keyOf(source);
     let module = this.modules.get(key);
     if (module === undefined) {
-      const image = this.cubin(name, source, key);
+      const cubin = image ?? cachedBody(key, '.cubin') ?? this.cache(key, this.nvrtcCompile(name, source));
       const d = use(this.gpu);
       const handle = new OutHandle();
-      checkDriver(d, d.cuModuleLoadData(handle.ptr, image), `cuModuleLoadData (kernel ${name})`);
+      checkDriver(d, d.cuModuleLoadData(handle.ptr, cubin), `cuModuleLoadData (kernel ${name})`);
       module = handle.read();
       this.modules.set(key, module);
     }
@@ -253,11 +255,8 @@ export class CUDABackend extends Backend {
     return new CUDAProgram(this, this.gpu, name, fn.read(), launch);
   }
 
-  /** The kernel's cubin: the disk cache's, else built (on a worker by compileMany, or by NVRTC now) and cached. */
-  private cubin(name: string, source: string, key: string): Uint8Array {
-    const path = cachedFile(key, '.cubin');
-    if (path !== undefined) return cachedEntryBody(readFileSync(path));
-    const cubin = this.prebuilt.get(key) ?? this.nvrtcCompile(name, source);
+  /** Stores a cubin just built in the disk cache; returns it. */
+  private cache(key: string, cubin: Uint8Array): Uint8Array {
     withBuildDir((dir, cached) => {
       if (!cached) return;
       const file = join(dir, `${key}.cubin`);
@@ -267,19 +266,27 @@ export class CUDABackend extends Backend {
     return cubin;
   }
 
-  /** The kernels neither loaded nor cached on disk compile on NVRTC worker threads together, then as compile(). */
+  /**
+   * Kernels neither loaded nor cached on disk compile on NVRTC worker threads together; then each loads from
+   * the cubin found or built here (its disk entry read and verified once).
+   */
   override compileMany(inputs: readonly KernelInput[]): (Program | Error)[] {
-    const kernels = inputs.map((input): KernelSource | Error => {
+    const kernels = inputs.map((input): (KernelSource & { key: string }) | Error => {
       try {
-        return typeof input === 'function' ? input() : input;
+        const k = typeof input === 'function' ? input() : input;
+        return { ...k, key: this.keyOf(k.source) };
       } catch (e) {
         return e as Error;
       }
     });
-    const missing = kernels.filter((k): k is KernelSource => {
-      if (k instanceof Error) return false;
-      const key = this.keyOf(k.source);
-      return this.modules.get(key) === undefined && cachedFile(key, '.cubin') === undefined;
+    const images = new Map<string, Uint8Array>();
+    const seen = new Set<string>();
+    const missing = kernels.filter((k): k is KernelSource & { key: string } => {
+      if (k instanceof Error || seen.has(k.key) || this.modules.get(k.key) !== undefined) return false;
+      seen.add(k.key);
+      const cubin = cachedBody(k.key, '.cubin');
+      if (cubin !== undefined) images.set(k.key, cubin);
+      return cubin === undefined;
     });
     if (missing.length > 1) {
       const dir = mkdtempSync(join(tmpdir(), 'tsgrad-nvrtc-'));
@@ -290,25 +297,21 @@ export class CUDABackend extends Backend {
           missing.map(({ name, source }, i) => ({ name, source, options, out: join(dir, `${i}.cubin`) })),
         );
         built.forEach((b, i) => {
-          if (b instanceof Uint8Array) this.prebuilt.set(this.keyOf(missing[i]!.source), b);
+          if (b instanceof Uint8Array) images.set(missing[i]!.key, this.cache(missing[i]!.key, b));
         });
       } finally {
         rmSync(dir, { recursive: true, force: true });
       }
     }
-    try {
-      // compile() each: loads what is built, reports what failed
-      return kernels.map((k) => {
-        if (k instanceof Error) return k;
-        try {
-          return this.compile(k.name, k.source);
-        } catch (e) {
-          return e as Error;
-        }
-      });
-    } finally {
-      this.prebuilt.clear();
-    }
+    // each loads what was found or built; one whose worker failed compiles here again, for its own error
+    return kernels.map((k) => {
+      if (k instanceof Error) return k;
+      try {
+        return this.load(k.name, k.source, k.key, images.get(k.key));
+      } catch (e) {
+        return e as Error;
+      }
+    });
   }
 
   private nvrtcCompile(name: string, source: string): Uint8Array {

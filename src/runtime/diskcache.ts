@@ -35,43 +35,55 @@ const TRAILER_BYTES = 85;
 const sha256Hex = (bytes: Uint8Array) => createHash('sha256').update(bytes).digest('hex');
 const trailer = (body: Uint8Array) => `tsgrad ${String(body.length).padStart(12, '0')} ${sha256Hex(body)}\n`;
 
-type EntryState = 'ok' | 'missing' | 'corrupt';
-
 // files verified in this process, by identity: a unit's library is one file under many keys, checked once
 const verified = new Set<string>();
 
-function check(path: string): EntryState {
+/**
+ * The entry at path: its whole contents once verified (`data` is undefined where this process verified the
+ * same file before and `read` is false), 'missing' or 'corrupt'.
+ */
+function check(path: string, read: boolean): { data: Buffer | undefined } | 'missing' | 'corrupt' {
   let data: Buffer;
   let id: string;
   try {
     const s = statSync(path, { bigint: true });
     id = `${s.dev}:${s.ino}:${s.size}:${s.mtimeNs}`;
-    if (verified.has(id)) return 'ok';
+    if (verified.has(id) && !read) return { data: undefined };
     data = readFileSync(path);
   } catch {
     return 'missing';
   }
+  if (verified.has(id)) return { data };
   if (data.length < TRAILER_BYTES) return 'corrupt';
   const body = data.subarray(0, data.length - TRAILER_BYTES);
   if (data.subarray(body.length).toString('latin1') !== trailer(body)) return 'corrupt';
   verified.add(id);
-  return 'ok';
+  return { data };
 }
 
-/** The path of the verified cache entry for `key`; undefined when it is missing or corrupt, or nothing is cached. */
-export function cachedFile(key: string, ext: string): string | undefined {
+/** The verified entry for `key` read (or only checked, where `read` is false); counts hits and corrupt entries. */
+function lookup(key: string, ext: string, read: boolean): { path: string; data: Buffer | undefined } | undefined {
   if (CACHELEVEL.value <= 0) return undefined;
   const path = join(cacheDir(), key + ext);
-  const state = check(path);
-  if (state === 'ok') {
+  const state = check(path, read);
+  if (typeof state === 'object') {
     cacheStats.hits++;
-    return path;
+    return { path, data: state.data };
   }
   if (state === 'corrupt') {
     cacheStats.corrupt++;
     if (DEBUG.value >= 1) console.error(`disk cache: ${path} is corrupt or truncated; rebuilding it`);
   }
   return undefined;
+}
+
+/** The path of the verified cache entry for `key`; undefined when it is missing or corrupt, or nothing is cached. */
+export const cachedFile = (key: string, ext: string): string | undefined => lookup(key, ext, false)?.path;
+
+/** The verified cache entry's contents without the trailer, read once; undefined as for cachedFile. */
+export function cachedBody(key: string, ext: string): Buffer | undefined {
+  const data = lookup(key, ext, true)?.data;
+  return data?.subarray(0, data.length - TRAILER_BYTES);
 }
 
 /**
@@ -120,16 +132,9 @@ function publish(path: string, build: (out: string) => void): void {
   }
 }
 
-/** A verified entry's contents without the trailer (for loaders that read the whole buffer they are given). */
-export const cachedEntryBody = (data: Buffer): Buffer => data.subarray(0, data.length - TRAILER_BYTES);
-
 /** The text of a verified cache entry (a small result such as BEAM's opts), or undefined when there is none. */
 export function readCachedText(key: string, ext: string): string | undefined {
-  if (CACHELEVEL.value <= 0) return undefined;
-  const path = join(cacheDir(), key + ext);
-  if (check(path) !== 'ok') return undefined;
-  const data = readFileSync(path, 'utf8');
-  return data.slice(0, data.length - TRAILER_BYTES);
+  return cachedBody(key, ext)?.toString('utf8');
 }
 
 /** Stores a text entry for readCachedText (nothing with CACHELEVEL=0 or when the directory cannot be made). */

@@ -19,6 +19,7 @@ import { DeviceBuffer } from '../../src/runtime/buffer.ts';
 import { CPUBackend } from '../../src/runtime/cpu.ts';
 import {
   cacheDir,
+  cachedBody,
   cachedFile,
   cacheStats,
   publishFile,
@@ -87,6 +88,24 @@ describe('cache entries', () => {
       expect(cachedFile('a', '.so')).toBeUndefined();
       expect(cachedFile('b', '.so')).toBe(paths[1]);
       expect(read(paths[1]!)).toMatch(/^sharedtsgrad 000000000006 /);
+    });
+  });
+
+  it('reads an entry once as its body without the trailer; a damaged one is rebuilt, never read', () => {
+    const dir = freshDir();
+    Context.with({ CACHEDIR: dir }, () => {
+      const [path] = withBuildDir((build) => {
+        writeFileSync(join(build, 'cubin'), 'image');
+        return publishFile(join(build, 'cubin'), ['c'], '.cubin');
+      });
+      const before = counts();
+      expect(cachedBody('c', '.cubin')?.toString()).toBe('image');
+      expect(cachedBody('c', '.cubin')?.toString()).toBe('image'); // verified before: read, not hashed
+      expect(cachedBody('d', '.cubin')).toBeUndefined();
+      writeFileSync(`${path!}.new`, read(path!).replace('image', 'imagE'));
+      renameSync(`${path!}.new`, path!);
+      expect(cachedBody('c', '.cubin')).toBeUndefined();
+      expect(delta(before)).toEqual({ hits: 2, builds: 0, corrupt: 1 });
     });
   });
 
