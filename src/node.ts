@@ -1,8 +1,31 @@
-// What Node adds to the browser-safe library: its devices (CPU, DISK) and BEAM results kept on disk.
+// What Node adds to the browser-safe library: its devices (CPU, DISK), and BEAM results and lowered kernels
+// kept on disk.
+import { createHash } from 'node:crypto';
+import { readdirSync, readFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { beamStore } from './codegen/opt/search.ts';
+import { loweringStore } from './engine/compile.ts';
 import { readCachedText, writeCachedText } from './runtime/diskcache.ts';
 import './runtime/node.ts';
 
 // BEAM's results outlive the process in the disk cache, beside the kernels
 beamStore.read = (key) => readCachedText(key, '.beam.json');
 beamStore.write = (key, text) => writeCachedText(key, '.beam.json', text);
+
+let code: string | undefined;
+/** A hash of the library's own source (this directory's files): lowered kernels are reused by the same code only. */
+function codeVersion(): string {
+  if (code === undefined) {
+    const root = dirname(fileURLToPath(import.meta.url));
+    const hash = createHash('sha256');
+    for (const file of (readdirSync(root, { recursive: true }) as string[]).sort())
+      if (/\.[cm]?[jt]s$/.test(file)) hash.update(file).update(readFileSync(join(root, file)));
+    code = hash.digest('hex');
+  }
+  return code;
+}
+
+const loweredKey = (key: string) => createHash('sha256').update(codeVersion()).update(key).digest('hex');
+loweringStore.read = (key) => readCachedText(loweredKey(key), '.lowered.json');
+loweringStore.write = (key, text) => writeCachedText(loweredKey(key), '.lowered.json', text);

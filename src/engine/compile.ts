@@ -4,7 +4,7 @@ import { lowerKernel } from '../codegen/index.ts';
 import { ALLOW_TF32, NOOPT, TC, TC_OPT } from '../codegen/opt/heuristic.ts';
 import { CPU_TARGET, printOpts, type Target } from '../codegen/opt/opts.ts';
 import { BEAM, beamSearch } from '../codegen/opt/search.ts';
-import { DEBUG } from '../helpers.ts';
+import { ContextVar, DEBUG, sha256 } from '../helpers.ts';
 import { LRU } from '../lru.ts';
 import { renderC, renderCUDA } from '../renderer/c.ts';
 import { renderJS } from '../renderer/js.ts';
@@ -87,7 +87,7 @@ export function compileKernels(asts: readonly UOp[], device: string): Compiled[]
   const t0 = performance.now();
   const lowered: ReturnType<typeof lower>[] = [];
   const compiled = backend.compileMany(
-    [...missing.values()].map((ast, i) => () => (lowered[i] = lower(ast, device, backend))),
+    [...missing.values()].map((ast, i) => () => (lowered[i] = lowerOrRead(ast, device, backend))),
   );
   const made = new Map<string, Compiled>();
   let error: Error | undefined;
@@ -109,8 +109,49 @@ export function compileKernels(asts: readonly UOp[], device: string): Compiled[]
   return keys.map((key, i) => results[i] ?? made.get(key)!);
 }
 
+/** A kernel lowered and rendered: its name and source for the device, and what DEBUG=2 shows of it. */
+interface Lowered {
+  name: string;
+  source: string;
+  display: string;
+  flops: number;
+}
+
+/**
+ * Where lowered kernels outlive the process: the disk cache under Node, keyed also by the library's own code
+ * (src/node.ts sets it); none in a browser.
+ */
+export const loweringStore: {
+  read(key: string): string | undefined;
+  write(key: string, text: string): void;
+} = {
+  read: () => undefined,
+  write: () => {},
+};
+
+/**
+ * The kernel lowered by an earlier process with the same device target and settings (every ContextVar but
+ * DEBUG), else lowered now and stored: a warm start skips the optimizer, the lowering and the renderer, which
+ * were most of its time (the transformer step's 114 kernels: 2.4 s of a 2.3 s gap to the later steps).
+ * DEBUG=3 and above lower anew, as they print what lowering does.
+ */
+function lowerOrRead(ast: UOp, device: string, backend: Backend): Lowered {
+  if (DEBUG.value >= 3) return lower(ast, device, backend);
+  const settings = [...ContextVar.registry].flatMap(([name, v]) =>
+    name === 'DEBUG' ? [] : [[name, v.value]],
+  );
+  const key = sha256(
+    JSON.stringify([ast.key, backend.language(), targetOf(backend), [...backend.lacks()], settings]),
+  );
+  const text = loweringStore.read(key);
+  if (text !== undefined) return JSON.parse(text) as Lowered;
+  const made = lower(ast, device, backend);
+  loweringStore.write(key, JSON.stringify(made));
+  return made;
+}
+
 /** A kernel lowered for its device and rendered (what DEBUG shows at 3 to 6 is printed here). */
-function lower(ast: UOp, device: string, backend: Backend) {
+function lower(ast: UOp, device: string, backend: Backend): Lowered {
   const language = backend.language();
   if (language === undefined)
     throw new Error(

@@ -1,5 +1,5 @@
 // The CPU device: C kernels built by the system compiler, cached on disk, loaded through koffi, run on host memory.
-import { readFileSync } from 'node:fs';
+import { readFileSync, rmSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { arch, availableParallelism, cpus, platform } from 'node:os';
 import { join } from 'node:path';
@@ -21,7 +21,7 @@ import {
 } from './backend.ts';
 import type { DeviceBuffer } from './buffer.ts';
 import { compileFlags, findCompiler, LDFLAGS, UnitBuilds, type UnitKernel } from './cc.ts';
-import { cachedFile, publishFile, withBuildDir } from './diskcache.ts';
+import { cachedFile, makeBuildDir, publishFile } from './diskcache.ts';
 
 type Koffi = typeof import('koffi');
 let koffiModule: Koffi | undefined;
@@ -141,11 +141,13 @@ export class CPUBackend extends Backend {
     const results: (Program | Error)[] = new Array(kernels.length);
     // the kernels being built, once per content key, with the positions of the results they give
     const building = new Map<string, Job>();
-    return withBuildDir((dir, cached) => {
+    // made when the first unit starts: a warm start, every kernel found, touches no directory
+    let build: { dir: string; cached: boolean } | undefined;
+    try {
       // libraries are named by content: dlopen returns a library still loaded from the same path (OpenMP
       // builds stay loaded), and a temporary directory's name may come again
       const libraryOf = (unit: readonly Job[]) =>
-        join(dir, `${sha256(unit.map((k) => k.key).join()).slice(0, 32)}.so`);
+        join((build ??= makeBuildDir()).dir, `${sha256(unit.map((k) => k.key).join()).slice(0, 32)}.so`);
       const builds = new UnitBuilds(cc, kernels.length, libraryOf);
       kernels.forEach((input, i) => {
         let kernel: KernelSource;
@@ -173,7 +175,8 @@ export class CPUBackend extends Backend {
         try {
           const keys = unit.map((k) => k.key);
           lib =
-            error ?? loaded(koffi().load(cached && !opts.trial ? publishFile(out, keys, '.so')[0]! : out));
+            error ??
+            loaded(koffi().load(build!.cached && !opts.trial ? publishFile(out, keys, '.so')[0]! : out));
         } catch (e) {
           lib = e as Error;
         }
@@ -184,7 +187,9 @@ export class CPUBackend extends Backend {
         }
       }
       return results;
-    });
+    } finally {
+      if (build !== undefined) rmSync(build.dir, { recursive: true, force: true });
+    }
   }
 
   /** The library of a kernel built in an earlier run, from the disk cache. */

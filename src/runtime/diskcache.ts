@@ -62,7 +62,11 @@ function check(path: string, read: boolean): { data: Buffer | undefined } | 'mis
 }
 
 /** The verified entry for `key` read (or only checked, where `read` is false); counts hits and corrupt entries. */
-function lookup(key: string, ext: string, read: boolean): { path: string; data: Buffer | undefined } | undefined {
+function lookup(
+  key: string,
+  ext: string,
+  read: boolean,
+): { path: string; data: Buffer | undefined } | undefined {
   if (CACHELEVEL.value <= 0) return undefined;
   const path = join(cacheDir(), key + ext);
   const state = check(path, read);
@@ -87,14 +91,20 @@ export function cachedBody(key: string, ext: string): Buffer | undefined {
 }
 
 /**
- * Calls `build` with a new directory to build entries in, removed when it returns: inside the cache directory
- * (so publishFile links rather than copies) where entries are cached, else a temporary one, and says which.
+ * A new directory to build entries in: inside the cache directory (so publishFile links rather than copies)
+ * where entries are cached, else a temporary one, and which. The caller removes it.
  */
-export function withBuildDir<T>(build: (dir: string, cached: boolean) => T): T {
+export function makeBuildDir(): { dir: string; cached: boolean } {
   const cache = CACHELEVEL.value > 0 ? writableDir(cacheDir()) : undefined;
   const dir = mkdtempSync(join(cache ?? tmpdir(), cache === undefined ? 'tsgrad-' : 'build-'));
+  return { dir, cached: cache !== undefined };
+}
+
+/** Calls `build` with a new directory from makeBuildDir, removed when it returns. */
+export function withBuildDir<T>(build: (dir: string, cached: boolean) => T): T {
+  const { dir, cached } = makeBuildDir();
   try {
-    return build(dir, cache !== undefined);
+    return build(dir, cached);
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
