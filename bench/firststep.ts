@@ -1,6 +1,8 @@
 // First steps: how long a new model's first training steps take with an empty kernel cache and with a warm
 // one (each run a fresh process), beside the later steps, for the models of bench/firststep-models.ts; with
-// TINYGRAD_PATH set, tinygrad's figures from bench/firststep_peer.py in the same run.
+// TINYGRAD_PATH set, tinygrad's figures from bench/firststep_peer.py in the same run. `cpu s` and `cc cpu s` are
+// the CPU seconds of the process and of the compilers it ran during the first step: on a loaded machine they
+// compare where wall times do not.
 // Usage: npx tsx bench/firststep.ts [models...] [--later N] [--start STEPS]
 //   models: mnist, mlp, transformer (default: all, or none with --start); --start times `npm start -- --steps STEPS`.
 import { spawnSync } from 'node:child_process';
@@ -19,6 +21,8 @@ interface Times {
   later: number;
   /** CPU seconds spent by child processes (the C compiler) during the first step. */
   compiler: number;
+  /** CPU seconds of this process (its threads included) during the first step: the figure a loaded machine keeps. */
+  own: number;
 }
 
 const args = process.argv.slice(2);
@@ -47,14 +51,17 @@ function measure(model: Model): void {
   const batches = Array.from({ length: LATER + 1 }, (_, i) => w.batch(i));
   for (const [x, y] of batches) x.realize(y);
   const c = childSeconds();
+  const u = process.cpuUsage();
   t = performance.now();
   w.step(...batches[0]!).item();
   const first = seconds(t);
   const compiler = childSeconds() - c;
+  const { user, system } = process.cpuUsage(u);
+  const own = (user + system) / 1e6;
   t = performance.now();
   for (const b of batches.slice(1)) w.step(...b).item();
   const later = seconds(t) / LATER;
-  console.log(JSON.stringify({ init, first, later, compiler } satisfies Times));
+  console.log(JSON.stringify({ init, first, later, compiler, own } satisfies Times));
 }
 
 const self = fileURLToPath(import.meta.url);
@@ -105,7 +112,7 @@ function main(): void {
   const chosen = models.length > 0 ? models : all;
   const s = (x: number | undefined) => (x === undefined ? '-' : x.toFixed(2)).padStart(8);
   console.log(
-    `${'model'.padEnd(36)} ${'cache'.padEnd(6)} ${'init s'.padStart(8)} ${'first s'.padStart(8)} ${'cc cpu s'.padStart(8)} ${'later s'.padStart(8)} ${'tg first'.padStart(8)} ${'tg later'.padStart(8)}`,
+    `${'model'.padEnd(36)} ${'cache'.padEnd(6)} ${'init s'.padStart(8)} ${'first s'.padStart(8)} ${'cpu s'.padStart(8)} ${'cc cpu s'.padStart(8)} ${'later s'.padStart(8)} ${'tg first'.padStart(8)} ${'tg later'.padStart(8)}`,
   );
   for (const model of chosen) {
     const cache = mkdtempSync(join(tmpdir(), 'tsgrad-firststep-'));
@@ -114,7 +121,7 @@ function main(): void {
         const t = ours(model, cache);
         const tg = peer(model, cache);
         console.log(
-          `${TITLES[model].padEnd(36)} ${state.padEnd(6)} ${s(t.init)} ${s(t.first)} ${s(t.compiler)} ${s(t.later)} ${s(tg?.first)} ${s(tg?.later)}`,
+          `${TITLES[model].padEnd(36)} ${state.padEnd(6)} ${s(t.init)} ${s(t.first)} ${s(t.own)} ${s(t.compiler)} ${s(t.later)} ${s(tg?.first)} ${s(tg?.later)}`,
         );
       }
     } finally {
