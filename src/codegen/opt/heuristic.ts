@@ -427,8 +427,8 @@ function unrolls(ast: UOp): Opt[] {
 /**
  * At most this many ops in a kernel's body once its UPCAST and UNROLL axes are expanded. A register tile copies
  * every op that depends on a tiled axis: a matmul's 8 x 32 tile copies a multiply-add (about 600 ops), but the
- * transformer's attention backward recomputes exp2 of each score inside its sum, and a 16 x 16 tile of that
- * body rendered 350-590 KB of C that gcc took 10 s or more to compile, each.
+ * transformer's attention backward recomputes exp2 of each masked score inside its sum, and a 16 x 16 tile of
+ * that body rendered 350-590 KB of C, each 4-6 s of gcc CPU (a vectorized 3x3 conv tile: about 1500 ops).
  */
 export const MAX_BODY_OPS = 2048;
 /** Ops that render as many (the C renderer's exp2 is a polynomial of about 20), counted as that many. */
