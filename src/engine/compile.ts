@@ -133,10 +133,11 @@ export const loweringStore: {
  * The kernel lowered by an earlier process with the same device target and settings (every ContextVar but
  * DEBUG), else lowered now and stored: a warm start skips the optimizer, the lowering and the renderer (the
  * transformer step's 114 kernels took 2.4 s of CPU there, about all of its warm first step's lead on later steps).
- * DEBUG=3 and above lower anew, as they print what lowering does.
+ * DEBUG=3 and above lower anew, as they print what lowering does, and so do render observers (they get the
+ * linear program, which is not stored).
  */
 function lowerOrRead(ast: UOp, device: string, backend: Backend): Lowered {
-  if (DEBUG.value >= 3) return lower(ast, device, backend);
+  if (DEBUG.value >= 3 || renderObservers.size > 0) return lower(ast, device, backend);
   const settings = [...ContextVar.registry].flatMap(([name, v]) =>
     name === 'DEBUG' ? [] : [[name, v.value]],
   );

@@ -4,7 +4,7 @@ import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { loweringStore } from '../../src/engine/compile.ts';
+import { loweringStore, renderObservers } from '../../src/engine/compile.ts';
 import { Context } from '../../src/helpers.ts';
 import { Tensor } from '../../src/tensor/index.ts';
 
@@ -13,6 +13,9 @@ afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
 describe('lowered kernels in the disk cache', () => {
   it('are read back where the program cache no longer holds them, and lowered anew under other settings', () => {
+    // observers (test/setup.ts's nvcc collection) need every kernel lowered: none while this runs
+    const observers = [...renderObservers];
+    renderObservers.clear();
     const found: boolean[] = [];
     const read = loweringStore.read;
     loweringStore.read = (key) => {
@@ -38,8 +41,17 @@ describe('lowered kernels in the disk cache', () => {
         expect(found).toEqual([false, false, true, false]);
       });
       expect(readdirSync(dir).filter((f) => f.endsWith('.lowered.json'))).toHaveLength(3);
+      // an observer of rendered kernels sees each one: the kernel is lowered, not read
+      const seen: string[] = [];
+      const observe = (_: string, name: string) => void seen.push(name);
+      renderObservers.add(observe);
+      Context.with({ CACHEDIR: dir, CACHE_ENTRIES: 1 }, a);
+      renderObservers.delete(observe);
+      expect(seen).toHaveLength(1);
+      expect(found).toHaveLength(4);
     } finally {
       loweringStore.read = read;
+      for (const o of observers) renderObservers.add(o);
     }
   });
 });
