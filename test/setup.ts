@@ -9,8 +9,7 @@ import { renderCUDA } from '../src/renderer/c.ts';
 // every kernel the SIMT target gets is also written as CUDA C, for `npm run test:nvcc` to compile after the suite
 const kernels = process.env.CUDA_KERNELS;
 if (kernels)
-  renderObservers.add((language, name, linear) => {
-    if (language !== 'SIMT') return;
+  renderObservers.set('SIMT', (name, linear) => {
     const source = renderCUDA(name, linear);
     const hash = createHash('sha1').update(source).digest('hex').slice(0, 20);
     writeFileSync(join(kernels, `${hash}.cu`), source);

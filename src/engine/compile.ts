@@ -27,10 +27,10 @@ const RENDERERS: Record<KernelLanguage, (name: string, linear: UOp) => string> =
 const READABLE: Partial<Record<KernelLanguage, (name: string, linear: UOp) => string>> = { SIMT: renderCUDA };
 
 /**
- * Called with each kernel rendered for a device, its language and its linear program: the tests use it to
- * compile every kernel the SIMT target gets as CUDA C with nvcc (test/nvcc-suite.ts).
+ * Observers of the kernels rendered in one language, called with each one's linear program: the tests compile
+ * every kernel the SIMT target gets as CUDA C with nvcc (test/setup.ts, scripts/nvcc-kernels.ts).
  */
-export const renderObservers = new Set<(language: KernelLanguage, name: string, linear: UOp) => void>();
+export const renderObservers = new Map<KernelLanguage, (name: string, linear: UOp) => void>();
 
 /** What the kernel optimizer may use on a device. */
 export const targetOf = (backend: Backend): Target => ({
@@ -133,11 +133,13 @@ export const loweringStore: {
  * The kernel lowered by an earlier process with the same device target and settings (every ContextVar but
  * DEBUG), else lowered now and stored: a warm start skips the optimizer, the lowering and the renderer (the
  * transformer step's 114 kernels took 2.4 s of CPU there, about all of its warm first step's lead on later steps).
- * DEBUG=3 and above lower anew, as they print what lowering does, and so do render observers (they get the
- * linear program, which is not stored).
+ * DEBUG=3 and above lower anew, as they print what lowering does, and so do kernels whose language has a
+ * render observer (it gets the linear program, which is not stored).
  */
 function lowerOrRead(ast: UOp, device: string, backend: Backend): Lowered {
-  if (DEBUG.value >= 3 || renderObservers.size > 0) return lower(ast, device, backend);
+  const language = backend.language();
+  if (DEBUG.value >= 3 || (language !== undefined && renderObservers.has(language)))
+    return lower(ast, device, backend);
   const settings = [...ContextVar.registry].flatMap(([name, v]) =>
     name === 'DEBUG' ? [] : [[name, v.value]],
   );
@@ -167,7 +169,7 @@ function lower(ast: UOp, device: string, backend: Backend): Lowered {
       : undefined;
   const { name, linear, display, flops, opts } = lowerKernel(ast, { target, lacks, opts: searched });
   const source = render(name, linear);
-  for (const observe of renderObservers) observe(language, name, linear);
+  renderObservers.get(language)?.(name, linear);
   if (DEBUG.value >= 5) console.log(toCode(ast));
   if (DEBUG.value >= 6) console.log(printLinear(linear));
   if (DEBUG.value >= 4) console.log(READABLE[language]?.(name, linear) ?? source);
