@@ -11,6 +11,7 @@ import { collapseReduces } from './collapse.ts';
 import { decompose } from './decompose.ts';
 import { expandRanges, laneRange } from './expand.ts';
 import { simplifyGatedAddresses } from './gates.ts';
+import { gatherLoads } from './gather.ts';
 import { gridIndices, groupReduces, outputsToGlobal } from './grid.ts';
 import { linearize } from './linearize.ts';
 import { handCodedOpts } from './opt/heuristic.ts';
@@ -116,6 +117,7 @@ export function lowerKernel(ast: UOp, opts: LowerOptions = {}): LoweredKernel {
   k = simplifyGatedAddresses(k);
   k = decompose(k, opts.lacks ?? new Set());
   k = collapseReduces(k);
+  k = gatherLoads(k);
   const target = opts.target ?? CPU_TARGET;
   if (target.grid !== undefined) k = outputsToGlobal(k);
   const applied = opts.opts ?? handCodedOpts(k, target);
