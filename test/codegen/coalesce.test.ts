@@ -39,4 +39,19 @@ describe('sector counts on SIMT', () => {
       expect(l.bytes / (32 * l.sectors)).toBeGreaterThan(0.5);
     }
   });
+
+  it("the 5x5 conv's input gradient stores its windows window-major: the sum over windows reads along x", () => {
+    const x = Tensor.empty([512, 32, 24, 24], { device }).requiresGrad_();
+    const w = Tensor.empty([32, 32, 5, 5], { device });
+    const y = x.conv2d(w);
+    y.backward(Tensor.empty(y.shape as number[], { device }));
+    const loads = countSectors(() => x.grad!.realize(), { groups: 2, trips: 2 });
+    expect(loads.length).toBeGreaterThan(0);
+    // each load uses half the bytes of the sectors it touches or touches a few (with the windows last, the
+    // window sum's threads along x read 25 floats apart: 27.5 sectors a request, an eighth of them used)
+    for (const l of loads)
+      expect(l.bytes / (32 * l.sectors) >= 0.5 || l.sectors / l.requests <= 8, `${l.kernel}:${l.pc}`).toBe(
+        true,
+      );
+  });
 });
