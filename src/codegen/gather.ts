@@ -39,7 +39,8 @@ function solve(clause: UOp, r: UOp): { at: UOp; valid: UOp } | undefined {
   const [a, b] = ne.src as [UOp, UOp];
   if (uses(a, r) === uses(b, r)) return;
   const [f, e] = uses(a, r) ? [a, b] : [b, a];
-  if (!isShiftOf(f, r)) return;
+  // f's values must be e's too, so that e is compared with them without wrapping
+  if (!isShiftOf(f, r) || f.vmin < e.dtype.min || f.vmax > e.dtype.max) return;
   const lo = e.constLike(f.vmin);
   const hi = e.constLike(f.vmax);
   const valid = e.lt(lo).logicalNot().and(hi.lt(e).logicalNot());
