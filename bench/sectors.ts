@@ -1,7 +1,7 @@
 // How coalesced the GPU kernels' global loads are: runs a workload's kernels on the SIMT emulator, sampled (a few
 // workgroups, each loop a few times), and prints for each LOAD the distinct 32-byte sectors a warp's request
 // touches and the share of those bytes used (100%: every sector's bytes used; 12.5%: 4 useful bytes in 32).
-// Usage: npx tsx bench/sectors.ts [conv|conv3|mlp|sum|gather]
+// Usage: npx tsx bench/sectors.ts [conv|conv3|mnist|mlp|sum|gather]
 import { countSectors } from '../src/runtime/simt.ts';
 import { Tensor } from '../src/tensor/index.ts';
 
@@ -26,7 +26,28 @@ function mlp(): Tensor[] {
   return ws.map((w) => w.grad!);
 }
 
+/** beautiful_mnist's forward and backward at batch 512 (bench/steps_gpu.ts's model, no optimizer). */
+function mnist(): Tensor[] {
+  const ws = [
+    [32, 1, 5],
+    [32, 32, 5],
+    [64, 32, 3],
+    [64, 64, 3],
+  ].map(([co, ci, k]) => empty([co!, ci!, k!, k!]).requiresGrad_());
+  const fc = empty([576, 10]).requiresGrad_();
+  const norm = (x: Tensor) => x.sub(x.mean([0, 2, 3], true)).div(x.var([0, 2, 3], true).add(1e-5).sqrt());
+  let x = empty([512, 1, 28, 28]);
+  x = norm(x.conv2d(ws[0]!).relu().conv2d(ws[1]!).relu()).maxPool2d();
+  x = norm(x.conv2d(ws[2]!).relu().conv2d(ws[3]!).relu()).maxPool2d();
+  x.flatten(1)
+    .matmul(fc)
+    .sparseCategoricalCrossentropy(Tensor.randint([512], 0, 10, { device }))
+    .backward();
+  return [...ws, fc].map((w) => w.grad!);
+}
+
 const WORKLOADS: Record<string, () => Tensor[]> = {
+  mnist,
   conv: () => conv(512, 32, 24, 32, 5),
   conv3: () => conv(512, 32, 12, 64, 3),
   mlp,

@@ -83,7 +83,7 @@ export interface LoadSectors {
   pc: number;
   requests: number;
   sectors: number;
-  /** Distinct bytes read, per request (several threads reading one element count it once). */
+  /** Distinct bytes each request read, summed (threads reading one element count it once). */
   bytes: number;
 }
 

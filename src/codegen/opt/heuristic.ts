@@ -386,10 +386,11 @@ const globalLoads = (ast: UOp) =>
  * Reads along a reduce axis on a GPU. LOCAL axes are output axes, so neighbouring threads read neighbouring
  * memory only where some output axis is contiguous in the loads. A conv's weight gradient reads
  * x[b, ci, y + ky, x + kx] into outputs (co, ci, ky, kx): contiguous only along the reduce axis x (and the
- * output kx, 5 long), so threads along ci were 576 floats apart, 32 sectors a warp's request. Where the
- * innermost reduce axis is read contiguously by every load that reads it and no output axis a LOCAL split could
- * take is, the threads of a group share that axis (GROUP_REDUCE by its largest divisor up to a warp): a warp
- * then reads a run of consecutive elements.
+ * output kx, 5 long), so threads along ci were 576 floats apart, 32 sectors a warp's request. Where a load
+ * reads the innermost reduce axis contiguously and none reads an output axis a LOCAL split could take so, the
+ * threads of a group share that axis (GROUP_REDUCE by its largest divisor up to a warp): a warp then reads a
+ * run of consecutive elements (other loads, a pooled gradient read at x / 2, are no farther apart than
+ * along an output axis).
  */
 function coalescedReduce(ast: UOp, target: Target): Opt[] {
   const ranges = kernelRanges(ast);
@@ -399,8 +400,7 @@ function coalescedReduce(ast: UOp, target: Target): Opt[] {
   const n = r === undefined ? undefined : constSize(r);
   if (r === undefined || n === undefined || n < COALESCE_FROM) return [];
   const loads = globalLoads(ast);
-  const along = loads.filter((l) => reads(l, r));
-  if (along.length === 0 || !along.every((l) => stride(address(l), r) === 1)) return [];
+  if (!loads.some((l) => stride(address(l), r) === 1)) return [];
   const localAxis = (o: UOp) =>
     rangeArg(o).type === AxisType.GLOBAL && dividing(constSize(o) ?? 0, LOCAL_FACTORS) !== undefined;
   if (ranges.some((o) => localAxis(o) && loads.some((l) => stride(address(l), o) === 1))) return [];
