@@ -11,6 +11,7 @@ import { collapseReduces } from './collapse.ts';
 import { decompose } from './decompose.ts';
 import { expandRanges, laneRange } from './expand.ts';
 import { dropTrueGates, simplifyGatedAddresses } from './gates.ts';
+import { gatherLoads } from './gather.ts';
 import { gridIndices, groupReduces, outputsToGlobal } from './grid.ts';
 import { ifBlocks } from './if-blocks.ts';
 import { linearize } from './linearize.ts';
@@ -111,13 +112,14 @@ function expandLanes(ast: UOp, tensorCores: boolean): UOp | string {
   }
 }
 
-/** The kernel as the opts see it: indices simplified, what the target lacks decomposed, reduces collapsed. */
+/** The kernel as the opts see it: indices simplified, what the target lacks decomposed, reduces collapsed, gathers loaded. */
 export function optimizable(ast: UOp, opts: LowerOptions = {}): UOp {
   verifyStage(ast, 'kernel');
   let k = graphRewrite(ast, symbolic, { name: 'simplify indices', ctx: {} });
   k = simplifyGatedAddresses(k);
   k = decompose(k, opts.lacks ?? new Set());
   k = collapseReduces(k);
+  k = gatherLoads(k);
   return opts.target?.grid !== undefined ? outputsToGlobal(k) : k;
 }
 

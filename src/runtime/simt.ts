@@ -76,6 +76,71 @@ export class SIMTBackend extends Backend {
   }
 }
 
+/** A warp's width: the threads whose loads one memory request serves. */
+const WARP = 32;
+/** The unit a GPU's memory moves: a load touching more distinct sectors than its bytes need wastes bandwidth. */
+const SECTOR_BYTES = 32;
+
+/** What a kernel's global loads touched, per LOAD instruction: warp requests, distinct sectors, useful bytes. */
+export interface LoadSectors {
+  kernel: string;
+  /** The LOAD's position in the program. */
+  pc: number;
+  requests: number;
+  sectors: number;
+  /** Distinct bytes each request read, summed (threads reading one element count it once). */
+  bytes: number;
+}
+
+/** How much of each kernel a sector count runs: the first `groups` workgroups, each loop `trips` times. */
+export interface Sampling {
+  groups: number;
+  trips: number;
+}
+
+let sampling: (Sampling & { loads: Map<string, LoadSectors> }) | undefined;
+
+/**
+ * Runs fn with SIMT kernels sampled (only some workgroups, loops cut short: their results are wrong) and
+ * counts the distinct 32-byte sectors each warp's global loads touch: how coalesced the kernels' reads are.
+ */
+export function countSectors(fn: () => void, limits: Sampling): LoadSectors[] {
+  const outer = sampling;
+  sampling = { ...limits, loads: new Map() };
+  try {
+    fn();
+    return [...sampling.loads.values()];
+  } finally {
+    sampling = outer;
+  }
+}
+
+/** Adds one LOAD's requests: each warp's active threads' elements, as distinct sectors and bytes. */
+function noteSectors(
+  kernel: string,
+  pc: number,
+  itemsize: number,
+  at: (t: number) => number[] | undefined,
+  count: number,
+) {
+  const key = `${kernel}:${pc}`;
+  let rec = sampling!.loads.get(key);
+  if (rec === undefined) sampling!.loads.set(key, (rec = { kernel, pc, requests: 0, sectors: 0, bytes: 0 }));
+  for (let w = 0; w < count; w += WARP) {
+    const sectors = new Set<number>();
+    const elements = new Set<number>();
+    for (let t = w; t < Math.min(count, w + WARP); t++)
+      for (const a of at(t) ?? []) {
+        sectors.add(Math.floor((a * itemsize) / SECTOR_BYTES));
+        elements.add(a);
+      }
+    if (elements.size === 0) continue;
+    rec.requests++;
+    rec.sectors += sectors.size;
+    rec.bytes += elements.size * itemsize;
+  }
+}
+
 type V = ConstValue;
 /** One value per thread of the workgroup (for a vector value, each is an array of its lanes). */
 type Lanes = V[];
@@ -293,8 +358,10 @@ class SIMTProgram implements Program {
     const start = timed ? performance.now() : 0;
     const globals = bufs.map((b) => b.view());
     const [gx, gy, gz] = this.grid.groups as [number, number, number];
+    let left = sampling?.groups ?? Infinity;
     for (let z = 0; z < gz; z++)
-      for (let y = 0; y < gy; y++) for (let x = 0; x < gx; x++) this.runGroup(globals, [x, y, z]);
+      for (let y = 0; y < gy; y++)
+        for (let x = 0; x < gx && left-- > 0; x++) this.runGroup(globals, [x, y, z]);
     return timed ? secondsSince(start) : 0;
   }
 
@@ -404,6 +471,19 @@ class SIMTProgram implements Program {
             return mem.plain ? (data as StorageArray)[at]! : readElement(mem.dtype, data as StorageArray, at);
           };
           const out = new Array<V>(count);
+          if (sampling !== undefined && mem.space === 'GLOBAL')
+            noteSectors(
+              this.name,
+              pc,
+              mem.dtype.itemsize,
+              (t) =>
+                !mask[t] || (gate !== undefined && !gate[t])
+                  ? undefined
+                  : width > 1
+                    ? lanesOf(idx, t).map(Number)
+                    : [Number(idx[t])],
+              count,
+            );
           for (let t = 0; t < count; t++) {
             const off = !mask[t] || (gate !== undefined && !gate[t]);
             out[t] =
@@ -457,7 +537,7 @@ class SIMTProgram implements Program {
           let again = false;
           for (let k = 1; k < s.src.length && !again; k++) {
             const loop = loops[loops.length - 1]!;
-            if (++loop.i < loop.bound) {
+            if (++loop.i < Math.min(loop.bound, sampling?.trips ?? Infinity)) {
               values[loop.pc] = uniform(loop.i);
               pc = loop.pc;
               again = true;

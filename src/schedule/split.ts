@@ -2,7 +2,7 @@
 // result has no loop for threads to share and no lanes for vectors; the first step has both. On a CPU each
 // part is a contiguous run (a thread streams its own); on a GPU the parts interleave, so that neighbouring
 // threads read neighbouring elements in each step of their loops.
-import { prod } from '../helpers.ts';
+import { ContextVar, prod } from '../helpers.ts';
 import { Ops } from '../uop/ops.ts';
 import { graphRewrite, PatternMatcher, UPat } from '../uop/pattern.ts';
 import type { UOp } from '../uop/uop.ts';
@@ -16,14 +16,18 @@ const MAX_PARTS = 256;
 const MIN_PART = 256;
 /** Each part keeps this many interleaved partial results: the lanes of a vector over contiguous elements. */
 const SPLIT_LANES = 16;
-/** A GPU's first step has at most this many partial results, a thread each: enough to keep its memory busy. */
-const GPU_PARTS = 1 << 18;
+/**
+ * A GPU's first step has at most 2^SPLIT_PARTS partial results, a thread each (float4 lanes: a quarter as many
+ * threads). Enough to keep its memory busy: an H100 needs megabytes of loads in flight, and 2^18 partials (65,536
+ * threads of four float4 loads in flight, a quarter of its thread slots) summed 2^28 floats at 74-83% of copy.
+ */
+export const SPLIT_PARTS = new ContextVar('SPLIT_PARTS', 20);
 /**
  * On a GPU, reductions into fewer results than this split too: each result is a thread, and a few thousand
  * threads each summing a long run leave most of the GPU idle (a conv's weight gradient: 25,600 results of
  * 204,800 products each, 30 ms on an H100 in one step).
  */
-const GPU_SPLIT_OUTPUTS = GPU_PARTS / 4;
+const GPU_SPLIT_OUTPUTS = 1 << 16;
 
 /** The most parts, at most MAX_PARTS, that n runs of `lanes` elements split into evenly, each at least MIN_PART. */
 function partsOf(n: number, lanes: number): number | undefined {
@@ -34,10 +38,10 @@ function partsOf(n: number, lanes: number): number | undefined {
 
 /**
  * The most parts that n (the largest reduced axis, of `count` reduced elements) splits into evenly, so that
- * the outputs' parts together are at most GPU_PARTS threads and each part reduces at least MIN_PART elements.
+ * the outputs' parts together are at most 2^SPLIT_PARTS threads and each part reduces at least MIN_PART elements.
  */
 function gpuPartsOf(n: number, count: number, outputs: number): number | undefined {
-  const most = Math.min(Math.floor(GPU_PARTS / outputs), Math.floor(count / MIN_PART), n);
+  const most = Math.min(Math.floor(2 ** SPLIT_PARTS.value / outputs), Math.floor(count / MIN_PART), n);
   for (let p = most; p >= 2; p--) if (n % p === 0) return p;
   return undefined;
 }

@@ -81,6 +81,7 @@ const zeroOf = (t: Tensor): ConstValue => (t.dtype === dtypes.bool ? false : 0);
  * The spec's gather: `mask` is a one-hot comparison of an index with an arange, and the selected values
  * are summed over the arange's axes. `where` rather than a multiply by the mask, so that a NaN or an
  * infinity elsewhere in the row does not leak into the result; an out-of-range index selects nothing (0).
+ * Where the mask compares an index with one axis, codegen turns the sum into a load (src/codegen/gather.ts).
  */
 function select(mask: Tensor, values: Tensor, axes: readonly number[]): Tensor {
   const picked = mask.where(values, zeroOf(values));

@@ -1,5 +1,5 @@
 // Hand-coded optimizations: the opts a kernel gets when none are given (NOOPT=1 turns them off).
-import { dtypes } from '../../dtype.ts';
+import { AddrSpace, dtypes } from '../../dtype.ts';
 import { ContextVar } from '../../helpers.ts';
 import { ALU, AxisType, Ops } from '../../uop/ops.ts';
 import type { UOp } from '../../uop/uop.ts';
@@ -328,9 +328,9 @@ const GROUP_FACTORS = [64, 32, 16, 8];
 function workgroups(ast: UOp, target: Target): Opt[] {
   const opts: Opt[] = [];
   let ranges = kernelRanges(ast);
-  // a tensor core's warp is threads of the group already
-  const warp = ranges.filter((r) => rangeArg(r).type === AxisType.WARP);
-  let threads = warp.reduce((n, r) => n * constSize(r)!, 1);
+  // a tensor core's warp and a coalescing GROUP_REDUCE (coalescedReduce) are threads of the group already
+  const shared = ranges.filter((r) => SHARED_AXES.has(rangeArg(r).type));
+  let threads = shared.reduce((n, r) => n * constSize(r)!, 1);
   const most = Math.min(LOCAL_THREADS, target.grid!.maxThreads);
   const budget = () => most / threads;
   const outputs = ranges.reduce(
@@ -348,7 +348,7 @@ function workgroups(ast: UOp, target: Target): Opt[] {
   let reduce = ranges.length - 1;
   while (reduce >= 0 && groupOf(ranges[reduce]!) === undefined) reduce--;
   const group = reduce < 0 ? undefined : groupOf(ranges[reduce]!);
-  if (outputs <= GROUP_OUTPUTS && group !== undefined && warp.length === 0) {
+  if (outputs <= GROUP_OUTPUTS && group !== undefined && shared.length === 0) {
     opts.push({ op: 'SPLIT', axis: reduce, factor: group, target: AxisType.GROUP_REDUCE });
     threads *= group;
     ranges = kernelRanges(applyOpts(ast, opts, target));
@@ -371,6 +371,43 @@ function workgroups(ast: UOp, target: Target): Opt[] {
       ranges = kernelRanges(applyOpts(ast, opts, target));
     }
   return opts;
+}
+
+const SHARED_AXES: ReadonlySet<AxisType> = new Set([AxisType.WARP, AxisType.GROUP_REDUCE]);
+
+/** A reduce axis at least this long may be shared by threads so that a warp reads along it; at most a warp's. */
+const COALESCE_FROM = 8;
+const WARP_THREADS = 32;
+
+/** The global loads of a kernel (not accumulators or shared memory). */
+const globalLoads = (ast: UOp) =>
+  ast.toposort().filter((u) => u.op === Ops.LOAD && u.src[0]!.addrspace === AddrSpace.GLOBAL);
+
+/**
+ * Reads along a reduce axis on a GPU. LOCAL axes are output axes, so neighbouring threads read neighbouring
+ * memory only where some output axis is contiguous in the loads. A conv's weight gradient reads
+ * x[b, ci, y + ky, x + kx] into outputs (co, ci, ky, kx): contiguous only along the reduce axis x (and the
+ * output kx, 5 long), so threads along ci were 576 floats apart, 32 sectors a warp's request. Where a load
+ * reads the innermost reduce axis contiguously and none reads an output axis a LOCAL split could take so, the
+ * threads of a group share that axis (GROUP_REDUCE by its largest divisor up to a warp): a warp then reads a
+ * run of consecutive elements (other loads, a pooled gradient read at x / 2, are no farther apart than
+ * along an output axis).
+ */
+function coalescedReduce(ast: UOp, target: Target): Opt[] {
+  const ranges = kernelRanges(ast);
+  if (ranges.some((r) => rangeArg(r).type === AxisType.WARP)) return [];
+  const r = ranges.filter((x) => rangeArg(x).type === AxisType.REDUCE).at(-1);
+  const axis = r === undefined ? -1 : ranges.indexOf(r);
+  const n = r === undefined ? undefined : constSize(r);
+  if (r === undefined || n === undefined || n < COALESCE_FROM) return [];
+  const loads = globalLoads(ast);
+  if (!loads.some((l) => stride(address(l), r) === 1)) return [];
+  const localAxis = (o: UOp) =>
+    rangeArg(o).type === AxisType.GLOBAL && dividing(constSize(o) ?? 0, LOCAL_FACTORS) !== undefined;
+  if (ranges.some((o) => localAxis(o) && loads.some((l) => stride(address(l), o) === 1))) return [];
+  const most = Math.min(WARP_THREADS, LOCAL_THREADS, target.grid!.maxThreads);
+  const factor = Array.from({ length: most }, (_, i) => most - i).find((f) => n % f === 0)!;
+  return factor < COALESCE_FROM ? [] : [{ op: 'SPLIT', axis, factor, target: AxisType.GROUP_REDUCE }];
 }
 
 /** A GPU kernel keeps at least this many workgroups after its register tiles (132 SMs on an H100, several each). */
@@ -514,7 +551,8 @@ function uncappedOpts(ast: UOp, target: Target): Opt[] {
   if (target.grid !== undefined) {
     const tc = tensorCores(ast, target);
     // else each thread computes a vector of outputs where its loads and store are contiguous (float4 on CUDA)
-    const lanes = tc.length ? tc : target.vectors ? outputLanes(ast, target) : [];
+    const vectors = tc.length ? tc : target.vectors ? outputLanes(ast, target) : [];
+    const lanes = vectors.length ? vectors : coalescedReduce(ast, target);
     const groups = [...lanes, ...workgroups(applyOpts(ast, lanes, target), target)];
     const grid = tc.length ? groups : [...groups, ...gpuTiles(applyOpts(ast, groups, target))];
     return [...grid, ...unrolls(applyOpts(ast, grid, target))];

@@ -1,0 +1,57 @@
+// Coalesced GPU reads, counted on the SIMT emulator: the distinct 32-byte sectors each warp's global load touches
+// (countSectors runs the kernels sampled: a few workgroups, each loop twice).
+import { describe, expect, it } from 'vitest';
+import { countSectors, type LoadSectors } from '../../src/runtime/simt.ts';
+import { Tensor } from '../../src/tensor/index.ts';
+
+const device = 'SIMT';
+function perKernel(loads: readonly LoadSectors[]): LoadSectors[][] {
+  const by = new Map<string, LoadSectors[]>();
+  for (const l of loads) by.set(l.kernel, [...(by.get(l.kernel) ?? []), l]);
+  return [...by.values()];
+}
+
+describe('sector counts on SIMT', () => {
+  it('a contiguous float4 copy reads 16 sectors a warp, all used; a column read 32 sectors, an eighth used', () => {
+    const x = new Tensor(new Float32Array(64 * 64), { device }).reshape([64, 64]);
+    const [row] = countSectors(() => x.add(1).realize(), { groups: 2, trips: 2 });
+    expect(row!.sectors / row!.requests).toBe(16);
+    expect(row!.bytes / (32 * row!.sectors)).toBe(1);
+    // a transposed copy: neighbouring threads write neighbouring elements and read 64 floats apart
+    const cols = countSectors(() => x.transpose().contiguous().realize(), { groups: 2, trips: 2 });
+    expect(cols.some((l) => l.sectors / l.requests === 32 && l.bytes / (32 * l.sectors) === 1 / 8)).toBe(
+      true,
+    );
+  });
+
+  it("beautiful_mnist's 5x5 conv weight gradient reads coalesced: a warp shares the reduce along x", () => {
+    const x = Tensor.empty([512, 32, 24, 24], { device });
+    const w = Tensor.empty([32, 32, 5, 5], { device }).requiresGrad_();
+    const y = x.conv2d(w);
+    y.backward(Tensor.empty(y.shape as number[], { device }));
+    const loads = countSectors(() => w.grad!.realize(), { groups: 2, trips: 2 });
+    // the kernel of the products (two loads; the other sums the partial results)
+    const products = perKernel(loads).find((ls) => ls.length === 2)!;
+    expect(products).toHaveLength(2);
+    for (const l of products) {
+      // a thread per element along x: 20 consecutive floats (3 sectors), the next output's 20 (two runs at most)
+      expect(l.sectors / l.requests).toBeLessThanOrEqual(6);
+      expect(l.bytes / (32 * l.sectors)).toBeGreaterThan(0.5);
+    }
+  });
+
+  it("the 5x5 conv's input gradient stores its windows window-major: the sum over windows reads along x", () => {
+    const x = Tensor.empty([512, 32, 24, 24], { device }).requiresGrad_();
+    const w = Tensor.empty([32, 32, 5, 5], { device });
+    const y = x.conv2d(w);
+    y.backward(Tensor.empty(y.shape as number[], { device }));
+    const loads = countSectors(() => x.grad!.realize(), { groups: 2, trips: 2 });
+    expect(loads.length).toBeGreaterThan(0);
+    // each load uses half the bytes of the sectors it touches or touches a few (with the windows last, the
+    // window sum's threads along x read 25 floats apart: 27.5 sectors a request, an eighth of them used)
+    for (const l of loads)
+      expect(l.bytes / (32 * l.sectors) >= 0.5 || l.sectors / l.requests <= 8, `${l.kernel}:${l.pc}`).toBe(
+        true,
+      );
+  });
+});
