@@ -15,7 +15,8 @@ import { gridIndices, groupReduces, outputsToGlobal } from './grid.ts';
 import { linearize } from './linearize.ts';
 import { handCodedOpts } from './opt/heuristic.ts';
 import { applyOpts, CPU_TARGET, type Opt, type Target } from './opt/opts.ts';
-import { lowerVectors } from './vectors.ts';
+import { stackLoads } from './stack-loads.ts';
+import { canonicalAddresses, lowerVectors } from './vectors.ts';
 import { widenSums } from './wide-sums.ts';
 import { accumulateInWmma } from './wmma.ts';
 
@@ -129,8 +130,10 @@ export function lowerKernel(ast: UOp, opts: LowerOptions = {}): LoweredKernel {
   if (typeof vectorized === 'string' && DEBUG.value >= 4)
     console.log(`${kernelName(named)}: scalar copies: ${vectorized}`);
   k = typeof vectorized === 'string' ? expandRanges(k) : vectorized;
+  // a tensor-core kernel's vectors are its WMMA operands and STAGE's copies, whose addresses the renderer reads
+  if (tensorCores) k = canonicalAddresses(k);
   k = reduceToAccumulators(k);
-  if (tensorCores) k = accumulateInWmma(k);
+  if (tensorCores) k = stackLoads(accumulateInWmma(k));
   if (target.grid !== undefined) k = gridIndices(k, target.grid);
   const linear = linearize(k);
   verifyStage(linear, 'linear');
