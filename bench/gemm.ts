@@ -1,12 +1,14 @@
 // Matmul kernels on a GPU device with the opts the heuristics choose, or with opt lists given as JSON: TFLOP/s
 // from events (median of runs), the opts, and a check of sampled outputs against float64 sums on the host.
-// Usage: npx tsx bench/gemm.ts [DEV] [N] [dtype] ['[opts JSON]' ...]   (DEV CUDA, N 4096, dtype float16)
+// Usage: npx tsx bench/gemm.ts [DEV] [N] [dtype] ['[opts JSON]' ...]   (DEV CUDA, N 4096, dtype float16; SHOW=1
+// prints each kernel's source; DEV=SIMT checks small ones here)
 import { lowerKernel } from '../src/codegen/index.ts';
 import { type Opt, printOpts } from '../src/codegen/opt/opts.ts';
 import { allocStorage, dtypes, readElement, writeElement } from '../src/dtype.ts';
 import { targetOf } from '../src/engine/compile.ts';
 import { scheduleOf } from '../src/engine/realize.ts';
 import { renderCUDA } from '../src/renderer/c.ts';
+import { renderSIMT } from '../src/renderer/simt.ts';
 import { DeviceBuffer } from '../src/runtime/buffer.ts';
 import { Device } from '../src/runtime/device.ts';
 import { Tensor } from '../src/tensor/index.ts';
@@ -36,7 +38,7 @@ for (const list of optLists.length ? optLists : ['default']) {
   let line: string;
   try {
     const lowered = lowerKernel(k.ast, { target, opts });
-    const source = renderCUDA(lowered.name, lowered.linear);
+    const source = (device === 'SIMT' ? renderSIMT : renderCUDA)(lowered.name, lowered.linear);
     if (process.env.SHOW) console.log(source);
     const program = backend.compile(lowered.name, source);
     const times = Array.from({ length: 7 }, () => program.run(bufs, [], true)).sort((a, b) => a - b);
