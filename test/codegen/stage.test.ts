@@ -46,6 +46,14 @@ function run(k: { ast: UOp; bufs: UOp[] }, opts: readonly Opt[]) {
   };
 }
 
+/** Scalar loads from LOCAL tiles: a fragment's elements read one at a time. */
+const scalarTileReads = (linear: UOp) =>
+  linear.src.filter((u) => {
+    if (u.op !== Ops.LOAD || u.lanes !== 1) return false;
+    const buf = u.src[0]!.src[0]!;
+    return (buf.op === Ops.AFTER ? buf.src[0]! : buf).addrspace === 'LOCAL';
+  }).length;
+
 const locals = (linear: UOp) =>
   linear.src.filter((u) => u.op === Ops.PARAM && u.argOf(Ops.PARAM).addrspace === 'LOCAL').length;
 
@@ -139,6 +147,8 @@ describe('STAGE on SIMT', () => {
           );
           const staged = run(k, [...opts, { op: 'STAGE', axis: reduce }]);
           expect(locals(staged.linear)).toBe(2);
+          // A's column pairs and B's row pairs (its tile interleaves rows k and k + 1) load as half2
+          expect(scalarTileReads(staged.linear)).toBe(0);
           expect(staged.values).toEqual(run(k, opts).values);
         },
       ),

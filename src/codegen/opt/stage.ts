@@ -50,8 +50,14 @@ interface Tile {
   stride: number;
   rows: number;
   cols: number;
+  /** Elements a tile row (or a pair of rows, where `pairs`) takes in LOCAL memory, padding included. */
   pitch: number;
   vector: number;
+  /**
+   * Rows 2i and 2i + 1 interleaved, element by element: where a fragment holds an element and the one below it
+   * (B of mma.m16n8k16: rows k and k + 1 of a column), so that the two are neighbours and load as one half2.
+   */
+  pairs: boolean;
   addresses: Address[];
 }
 
@@ -67,13 +73,20 @@ function place(a: Address, stride: number): [Map<UOp, number>, Map<UOp, number>,
 const extent = (terms: Map<UOp, number>, constant: number) =>
   [...terms].reduce((n, [t, c]) => n + c * t.vmax, constant) + 1;
 
-/** The rectangle covering every address with the least area: rows `stride` apart, the stride a coefficient or offset. */
-function rectangle(addresses: readonly Address[]): { stride: number; rows: number; cols: number } | string {
-  // a row's stride is a coefficient or a constant offset (the next row of a fragment: k + 1 of B)
+interface Rectangle {
+  stride: number;
+  rows: number;
+  cols: number;
+}
+
+/**
+ * The rectangles of rows `stride` apart (a coefficient or a constant offset: the next row of a fragment, k + 1
+ * of B) covering every address with the least area, the widest rows (vector copies) first.
+ */
+function rectangles(addresses: readonly Address[]): Rectangle[] {
   const strides = addresses.flatMap((a) => [...a.block.values(), ...(a.constant > 0 ? [a.constant] : [])]);
-  const coefficients = [...new Set(strides)].sort((x, y) => x - y);
-  let best: { stride: number; rows: number; cols: number } | undefined;
-  for (const stride of [...coefficients, Number.POSITIVE_INFINITY]) {
+  const found: Rectangle[] = [];
+  for (const stride of [...new Set(strides), Number.POSITIVE_INFINITY]) {
     let [rows, cols] = [1, 1];
     let fits = true;
     for (const a of addresses) {
@@ -82,20 +95,33 @@ function rectangle(addresses: readonly Address[]): { stride: number; rows: numbe
       rows = Math.max(rows, extent(r, r0));
       cols = Math.max(cols, extent(c, c0));
     }
-    // the least area, then the widest rows (vector copies)
-    const better =
-      best === undefined ||
-      rows * cols < best.rows * best.cols ||
-      (rows * cols === best.rows * best.cols && cols > best.cols);
-    if (fits && cols <= stride && better) best = { stride, rows, cols };
+    if (fits && cols <= stride) found.push({ stride, rows, cols });
   }
-  return best ?? 'its addresses form no rectangle of rows';
+  const least = Math.min(...found.map((r) => r.rows * r.cols));
+  return found.filter((r) => r.rows * r.cols === least).sort((x, y) => y.cols - x.cols);
+}
+
+/** Whether a fragment (a STACK) holds an element and the one a row below it side by side, and row steps are even. */
+function fragmentPairs(addresses: readonly Address[], stride: number, fragments: readonly UOp[]): boolean {
+  if (!addresses.every((a) => [...a.block.values()].every((c) => c < stride || (c / stride) % 2 === 0)))
+    return false;
+  const at = new Map(addresses.map((a) => [a.load, a]));
+  const sameTerms = (a: Address, b: Address) =>
+    a.block.size === b.block.size && [...a.block].every(([t, c]) => b.block.get(t) === c);
+  // elements 2i and 2i + 1 of a fragment: what src/codegen/stack-loads.ts reads as one vector when neighbours
+  return fragments.some((f) =>
+    f.src.some((l, i) => {
+      const [a, b] = [at.get(l), at.get(f.src[i + 1]!)];
+      return i % 2 === 0 && a && b && sameTerms(a, b) && b.constant - a.constant === stride;
+    }),
+  );
 }
 
 /** The staged loads of one buffer as a tile, or why they cannot be. */
 function tileOf(
   buffer: UOp,
   loads: readonly UOp[],
+  fragments: readonly UOp[],
   isBlock: (r: UOp) => boolean,
   threads: number,
 ): Tile | string {
@@ -115,19 +141,33 @@ function tileOf(
   }
   const base = sum(addresses[0]!.base);
   if (addresses.some((a) => sum(a.base) !== base)) return "the loads' addresses differ outside the block";
-  const rect = rectangle(addresses);
-  if (typeof rect === 'string') return rect;
   const { itemsize } = buffer.dtype;
-  // the widest vector that divides the rows, as long as every thread gets one (a small tile: narrower ones)
-  const widths = [COPY_BYTES / itemsize, 8, 4, 2].filter((v) => Number.isInteger(v) && rect.cols % v === 0);
-  const vector = widths.find((v) => (rect.rows * rect.cols) / v >= threads) ?? widths.at(-1) ?? 1;
+  const paired = (r: Rectangle) =>
+    itemsize === 2 &&
+    r.rows % 2 === 0 &&
+    r.stride !== Number.POSITIVE_INFINITY &&
+    fragmentPairs(addresses, r.stride, fragments);
+  // of the smallest rectangles, one whose fragments read row pairs where there is one
+  const found = rectangles(addresses);
+  const rect = found.find(paired) ?? found[0];
+  if (rect === undefined) return 'its addresses form no rectangle of rows';
+  const pairs = paired(rect);
+  // the widest vector that divides the rows, as long as every thread gets one (a small tile: narrower ones);
+  // rows in pairs copy half as wide a vector from each of two rows
+  const bytes = pairs ? COPY_BYTES / 2 : COPY_BYTES;
+  const widths = [bytes / itemsize, 8, 4, 2].filter(
+    (v) => Number.isInteger(v) && v * itemsize <= bytes && rect.cols % v === 0,
+  );
+  const vector =
+    widths.find((v) => (rect.rows * rect.cols) / v >= threads * (pairs ? 2 : 1)) ?? widths.at(-1) ?? 1;
   // the copy stays inside what the loads read: its last element is no further than theirs
   const last =
     rect.stride === Number.POSITIVE_INFINITY ? rect.cols - 1 : (rect.rows - 1) * rect.stride + rect.cols - 1;
   const reach = Math.max(...loads.map((l) => l.src[0]!.src[1]!.vmax));
   if (base.vmax + last > reach) return 'its tile reaches beyond the elements the loads read';
-  const pitch = rect.cols + Math.max(1, ROW_PAD_BYTES / itemsize);
-  return { buffer, base, ...rect, pitch, vector, addresses };
+  const pad = Math.max(1, ROW_PAD_BYTES / itemsize);
+  const pitch = pairs ? 2 * (rect.cols + pad) : rect.cols + pad;
+  return { buffer, base, ...rect, pitch, vector, pairs, addresses };
 }
 
 /** What STAGE on reduce axis `axis` finds: the tiles, the staged range and the group's threads; or why none. */
@@ -155,6 +195,7 @@ export function stagePlan(ast: UOp, axis: number): StagePlan | string {
     (rangeArg(r).type === AxisType.REDUCE && rangeArg(r).id > rangeArg(range).id);
   const reduce = ast.toposort().find((u) => u.op === Ops.REDUCE && u.src.includes(range));
   if (reduce === undefined) return `no reduce sums over axis ${axis}`;
+  const fragments = reduce.src[0]!.toposort().filter((u) => u.op === Ops.STACK);
   const byBuffer = new Map<UOp, UOp[]>();
   for (const u of reduce.src[0]!.toposort()) {
     if (u.op !== Ops.LOAD || !u.src[0]!.toposort().includes(range)) continue;
@@ -166,12 +207,29 @@ export function stagePlan(ast: UOp, axis: number): StagePlan | string {
   if (byBuffer.size === 0) return `no load reads axis ${axis}`;
   const tiles: Tile[] = [];
   for (const [buffer, loads] of byBuffer) {
-    const tile = tileOf(buffer, loads, isBlock, count);
+    const tile = tileOf(buffer, loads, fragments, isBlock, count);
     if (typeof tile === 'string') return `buffer ${buffer.argOf(Ops.PARAM).slot}: ${tile}`;
     tiles.push(tile);
   }
-  const bytes = tiles.reduce((n, t) => n + 2 * t.rows * t.pitch * t.buffer.dtype.itemsize, 0);
+  const bytes = tiles.reduce((n, t) => n + 2 * tileSize(t) * t.buffer.dtype.itemsize, 0);
   return { range, tiles, threads, bytes };
+}
+
+/** Elements of one of a tile's two buffers. */
+const tileSize = (t: Tile) => (t.pairs ? t.rows / 2 : t.rows) * t.pitch;
+
+/** Where the tile holds (row, col), both sums: rows in pairs interleave their elements. */
+function tileIndex(t: Tile, row: [Map<UOp, number>, number], col: UOp): UOp {
+  if (!t.pairs)
+    return sum(...row)
+      .mul(t.pitch)
+      .add(col);
+  // every row step is even (fragmentPairs), so the pair and the row within it split the terms
+  const pair = sum(new Map([...row[0]].map(([x, c]) => [x, c / 2])), Math.floor(row[1] / 2));
+  return pair
+    .mul(t.pitch)
+    .add(col.mul(2))
+    .add(row[1] % 2);
 }
 
 const lanes = (n: number) =>
@@ -195,33 +253,46 @@ export function applyStage(ast: UOp, plan: StagePlan): UOp {
   const stores: UOp[] = [];
   const reads: [UOp, Address, Tile, UOp][] = [];
   plan.tiles.forEach((tile, i) => {
-    const { rows, cols, pitch, vector, stride } = tile;
-    const size = rows * pitch;
+    const { rows, cols, pitch, vector, stride, pairs } = tile;
+    const size = tileSize(tile);
     const local = UOp.make(Ops.PARAM, [UOp.shapeVec([2 * size])], {
       slot: firstSlot + i,
       dtype: tile.buffer.dtype,
       addrspace: AddrSpace.LOCAL,
     });
     const half = parity.mul(size);
-    // the copy: vector q of the tile (q = j * threads + thread) from row q / (cols / vector)
+    // the copy: vector q of the tile (q = j * threads + thread) from row q / (cols / vector), or from the two
+    // rows of pair q / (cols / vector) interleaved
     const perRow = cols / vector;
-    const chunks = (rows * cols) / vector;
+    const chunks = ((pairs ? rows / 2 : rows) * cols) / vector;
+    const at = (x: UOp, n: number) => (n === 1 ? x : UOp.make(Ops.ADD, [x, lanes(n)]));
     for (let j = 0; j * count < chunks; j++) {
       const q = thread.add(j * count);
       // the last round of copies may have fewer vectors than threads: the others skip it
       const gate = (j + 1) * count > chunks ? q.lt(chunks) : undefined;
       const [row, col] = [q.idiv(perRow), q.mod(perRow).mul(vector)];
-      const from = tile.base.add(stride === Number.POSITIVE_INFINITY ? col : row.mul(stride).add(col));
-      const to = half.add(row.mul(pitch)).add(col);
-      const at = (x: UOp) => (vector === 1 ? x : UOp.make(Ops.ADD, [x, lanes(vector)]));
-      const source = UOp.make(Ops.INDEX, [tile.buffer, at(from)]);
-      const value = UOp.make(Ops.LOAD, gate ? [source, UOp.const(tile.buffer.dtype, 0), gate] : [source]);
-      const target = UOp.make(Ops.INDEX, [local, at(to)]);
+      const read = (r: UOp) => {
+        const from = tile.base.add(stride === Number.POSITIVE_INFINITY ? col : r.mul(stride).add(col));
+        const source = UOp.make(Ops.INDEX, [tile.buffer, at(from, vector)]);
+        return UOp.make(Ops.LOAD, gate ? [source, UOp.const(tile.buffer.dtype, 0), gate] : [source]);
+      };
+      let value = read(pairs ? row.mul(2) : row);
+      // (one product, so that the renderer sees the vector's alignment)
+      const to = half.add(row.mul(pitch)).add(pairs ? q.mod(perRow).mul(2 * vector) : col);
+      if (pairs) {
+        const [even, odd] = [value, read(row.mul(2).add(1))];
+        const lane = (v: UOp, i: number) => (vector === 1 ? v : UOp.make(Ops.INDEX, [v, UOp.index(i)]));
+        value = UOp.make(
+          Ops.STACK,
+          Array.from({ length: 2 * vector }, (_, i) => lane(i % 2 ? odd : even, i >> 1)),
+        );
+      }
+      const target = UOp.make(Ops.INDEX, [local, at(to, pairs ? 2 * vector : vector)]);
       stores.push(UOp.make(Ops.STORE, gate ? [target, value, gate] : [target, value]));
     }
     for (const a of tile.addresses) {
       const [r, c, r0, c0] = place(a, stride);
-      reads.push([local, a, tile, half.add(sum(r, r0).mul(pitch)).add(sum(c, c0))]);
+      reads.push([local, a, tile, half.add(tileIndex(tile, [r, r0], sum(c, c0)))]);
     }
   });
   // one BARRIER after all the tiles' copies
