@@ -75,8 +75,17 @@ function canonicalAddress(idx: UOp): UOp | undefined {
 
 /** u's value in lane j: each VCONST set to its j-th value, then simplified. */
 function lane(u: UOp, j: number): UOp {
+  // an AFTER stays whole: the stores it waits for (a LOCAL tile's vector copies) are no lane of u
   const values = new Map(
-    u.toposort().flatMap((x) => (x.op === Ops.VCONST ? [[x, UOp.index(laneValues(x)[j]!)] as const] : [])),
+    u
+      .toposort()
+      .flatMap((x) =>
+        x.op === Ops.VCONST
+          ? [[x, UOp.index(laneValues(x)[j]!)] as const]
+          : x.op === Ops.AFTER
+            ? [[x, x] as const]
+            : [],
+      ),
   );
   return graphRewrite(substitute(u, values), symbolic, { name: 'one lane', ctx: {} });
 }

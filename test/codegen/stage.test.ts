@@ -156,6 +156,28 @@ describe('STAGE on SIMT', () => {
     );
   });
 
+  it("gives a conv's unstaged bits, staged on each of its reduce axes (channels, window rows, columns)", () => {
+    const x = Tensor.empty([2, 8, 6, 16], { device: 'SIMT' });
+    const k = scheduleOf([x.conv2d(Tensor.empty([16, 8, 3, 3], { device: 'SIMT' }))]).kernels.at(-1)!;
+    const { opts } = lowerKernel(k.ast, { target });
+    const unstaged = run(k, opts).values;
+    let staged = 0;
+    for (let axis = 0; axis < 16; axis++) {
+      const with_ = [...opts, { op: 'STAGE', axis } as Opt];
+      try {
+        lowerKernel(k.ast, { target, opts: with_ });
+      } catch (e) {
+        expect((e as Error).message).toMatch(/is not a REDUCE axis|does not exist/);
+        continue;
+      }
+      const got = run(k, with_);
+      expect(locals(got.linear)).toBe(2);
+      expect(got.values).toEqual(unstaged);
+      staged++;
+    }
+    expect(staged).toBe(3);
+  });
+
   it('is chosen by the GPU heuristics for big tensor-core matmuls, last, after 4 x 4 WMMA tiles a warp', () => {
     const k = matmul(256, 256, 256, dtypes.float16);
     const { opts } = lowerKernel(k.ast, { target });

@@ -3,8 +3,9 @@
 // buffer: rows of a row-major matrix) into a LOCAL tile, every thread copying 16-byte vectors of it so that
 // neighbouring threads read neighbouring memory; after a BARRIER the threads read their elements from the tile.
 // An operand read by many threads of the group (A by every warp along N) then leaves global memory once. The
-// tiles are double-buffered by the iteration's parity, so one BARRIER an iteration orders both hazards: a
-// thread writes a buffer only after every thread passed the BARRIER that follows the last reads of it.
+// tiles are double-buffered by the parity of the iteration (counting the reduce loops around the staged one), so
+// one BARRIER an iteration orders both hazards: a thread writes a buffer only after every thread passed the
+// BARRIER that follows the last reads of it. SIMT checks both in CI (test/codegen/stage.test.ts).
 import { AddrSpace, dtypes } from '../../dtype.ts';
 import { AxisType, Ops } from '../../uop/ops.ts';
 import { substitute } from '../../uop/pattern.ts';
@@ -170,9 +171,10 @@ function tileOf(
   return { buffer, base, ...rect, pitch, vector, pairs, addresses };
 }
 
-/** What STAGE on reduce axis `axis` finds: the tiles, the staged range and the group's threads; or why none. */
+/** What STAGE on reduce axis `axis` finds: the tiles, the loops and the group's threads; or why none. */
 export interface StagePlan {
-  range: UOp;
+  /** The reduce loops around the staged one and it, outermost first: their iterations alternate the buffers. */
+  loops: UOp[];
   tiles: Tile[];
   /** The workgroup's thread axes, outermost first. */
   threads: UOp[];
@@ -212,7 +214,11 @@ export function stagePlan(ast: UOp, axis: number): StagePlan | string {
     tiles.push(tile);
   }
   const bytes = tiles.reduce((n, t) => n + 2 * tileSize(t) * t.buffer.dtype.itemsize, 0);
-  return { range, tiles, threads, bytes };
+  const loops = reduce.src
+    .slice(1)
+    .filter((r) => rangeArg(r).type === AxisType.REDUCE && rangeArg(r).id <= rangeArg(range).id)
+    .sort((a, b) => rangeArg(a).id - rangeArg(b).id);
+  return { loops, tiles, threads, bytes };
 }
 
 /** Elements of one of a tile's two buffers. */
@@ -237,7 +243,7 @@ const lanes = (n: number) =>
 
 /** The kernel with the plan's loads read from double-buffered LOCAL tiles that the workgroup fills. */
 export function applyStage(ast: UOp, plan: StagePlan): UOp {
-  const { range, threads } = plan;
+  const { threads } = plan;
   const count = threads.reduce((n, r) => n * constSize(r)!, 1);
   const thread = threads.reduce<UOp>((id, r) => id.mul(constSize(r)!).add(r), UOp.index(0));
   const firstSlot =
@@ -248,7 +254,13 @@ export function applyStage(ast: UOp, plan: StagePlan): UOp {
         .filter((u) => u.op === Ops.PARAM && u.argOf(Ops.PARAM).addrspace === AddrSpace.LOCAL)
         .map((u) => u.argOf(Ops.PARAM).slot as number),
     ) + 1;
-  const parity = range.mod(2);
+  // consecutive iterations (of the staged loop and the loops around it: a conv's window row inside its
+  // channels) use the two buffers in turn
+  const iteration = plan.loops.reduce<UOp | undefined>(
+    (n, r) => (n === undefined ? r : n.mul(constSize(r)!).add(r)),
+    undefined,
+  )!;
+  const parity = iteration.mod(2);
   const replaced = new Map<UOp, UOp>();
   const stores: UOp[] = [];
   const reads: [UOp, Address, Tile, UOp][] = [];
