@@ -13,9 +13,9 @@ import { expandRanges, laneRange } from './expand.ts';
 import { simplifyGatedAddresses } from './gates.ts';
 import { gridIndices, groupReduces, outputsToGlobal } from './grid.ts';
 import { linearize } from './linearize.ts';
+import { vectorNeighbours } from './neighbours.ts';
 import { handCodedOpts } from './opt/heuristic.ts';
 import { applyOpts, CPU_TARGET, type Opt, type Target } from './opt/opts.ts';
-import { stackLoads } from './stack-loads.ts';
 import { canonicalAddresses, lowerVectors } from './vectors.ts';
 import { widenSums } from './wide-sums.ts';
 import { accumulateInWmma } from './wmma.ts';
@@ -133,7 +133,7 @@ export function lowerKernel(ast: UOp, opts: LowerOptions = {}): LoweredKernel {
   // a tensor-core kernel's vectors are its WMMA operands and STAGE's copies, whose addresses the renderer reads
   if (tensorCores) k = canonicalAddresses(k);
   k = reduceToAccumulators(k);
-  if (tensorCores) k = stackLoads(accumulateInWmma(k));
+  if (tensorCores) k = vectorNeighbours(accumulateInWmma(k));
   if (target.grid !== undefined) k = gridIndices(k, target.grid);
   const linear = linearize(k);
   verifyStage(linear, 'linear');

@@ -109,7 +109,7 @@ function fragmentPairs(addresses: readonly Address[], stride: number, fragments:
   const at = new Map(addresses.map((a) => [a.load, a]));
   const sameTerms = (a: Address, b: Address) =>
     a.block.size === b.block.size && [...a.block].every(([t, c]) => b.block.get(t) === c);
-  // elements 2i and 2i + 1 of a fragment: what src/codegen/stack-loads.ts reads as one vector when neighbours
+  // elements 2i and 2i + 1 of a fragment: what src/codegen/neighbours.ts reads as one vector when neighbours
   return fragments.some((f) =>
     f.src.some((l, i) => {
       const [a, b] = [at.get(l), at.get(f.src[i + 1]!)];
