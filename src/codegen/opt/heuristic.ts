@@ -433,7 +433,7 @@ const STAGE_FROM = 1 << 24;
 const STAGE_TILES = 2;
 
 /**
- * STAGE (src/codegen/opt/stage.ts) on the reduce axis of a big tensor-core matmul (one reduce axis), split by
+ * STAGE (src/codegen/opt/stage.ts) on the reduce axis of a big matmul after TC (one reduce axis), split by
  * UNROLL so that each tile holds STAGE_TILES WMMA steps of K (fewer BARRIERs), where the tiles fit the
  * target's local memory; else unsplit; else none. The workgroup then reads each operand element from global
  * memory once instead of once per warp that uses it: a 64 x 128 block (4 x 4 WMMAs a warp, 4 warps) moves
@@ -444,8 +444,7 @@ function stage(ast: UOp, work: number, target: Target): Opt[] {
   const ranges = kernelRanges(ast);
   // one reduce axis (a matmul's K): a conv's window loops would stage a small tile a step
   const reduces = ranges.filter((r) => rangeArg(r).type === AxisType.REDUCE);
-  if (work < STAGE_FROM || reduces.length !== 1 || !ranges.some((r) => rangeArg(r).type === AxisType.WARP))
-    return [];
+  if (work < STAGE_FROM || reduces.length !== 1) return [];
   const axis = ranges.indexOf(reduces[0]!);
   const staged: Opt = { op: 'STAGE', axis };
   const unroll: Opt = { op: 'SPLIT', axis, factor: STAGE_TILES, target: AxisType.UNROLL };
@@ -470,6 +469,7 @@ export function handCodedOpts(ast: UOp, target: Target): Opt[] {
     const groups = [...lanes, ...workgroups(applyOpts(ast, lanes, target), target)];
     const grid = tc.length ? groups : [...groups, ...gpuTiles(applyOpts(ast, groups, target))];
     const unrolled = [...grid, ...unrolls(applyOpts(ast, grid, target))];
+    if (!tc.length) return unrolled;
     const work = kernelRanges(ast).reduce((n, r) => n * (constSize(r) ?? 1), 1);
     return [...unrolled, ...stage(applyOpts(ast, unrolled, target), work, target)];
   }

@@ -130,6 +130,7 @@ function tileOf(
   for (const load of loads) {
     const lin = affine(load.src[0]!.src[1]!);
     if (lin === undefined) return 'an address is not a sum of multiples of index values';
+    if (lin.constant < 0) return 'an address steps back by a constant (a padded window)';
     const a: Address = { load, base: new Map(), block: new Map(), constant: lin.constant };
     for (const [t, c] of lin.terms) {
       const ranges = t.toposort().filter((x) => x.op === Ops.RANGE);
