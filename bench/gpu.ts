@@ -4,6 +4,10 @@
 // Usage: npx tsx bench/gpu.ts [DEV]   (DEV defaults to CUDA)
 import { spawnSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
+import { lowerKernel } from '../src/codegen/index.ts';
+import { printOpts } from '../src/codegen/opt/opts.ts';
+import { targetOf } from '../src/engine/compile.ts';
+import { scheduleOf } from '../src/engine/realize.ts';
 import { Device, dtypes, jit, Tensor } from '../src/index.ts';
 import type { CUDABackend } from '../src/runtime/cuda.ts';
 
@@ -34,6 +38,7 @@ interface Row {
   ours: number;
 }
 const rows: Row[] = [];
+const kernels: string[] = [];
 const N = 1 << 28;
 {
   const x = rand([N]);
@@ -82,6 +87,10 @@ for (const [n, dtype] of [
   const b = rand([n, n], dtype);
   const s = timeIt(() => a.matmul(b), n >= 8192 ? 3 : 5);
   rows.push({ what: `matmul ${n}^3 ${dtype.name}`, unit: 'TFLOP/s', ours: (2 * n ** 3) / s / 1e12 });
+  // the hand-coded opts the kernel got (BEAM=n searches its own: DEBUG=3 prints those)
+  const { ast } = scheduleOf([a.matmul(b)]).kernels.at(-1)!;
+  const { name, opts } = lowerKernel(ast, { target: targetOf(backend) });
+  kernels.push(`matmul ${n}^3 ${dtype.name}: ${name} ${printOpts(opts)}`);
   a.dispose();
   b.dispose();
 }
@@ -131,6 +140,9 @@ for (const r of rows) {
   });
   console.log(`${r.what.padEnd(30)} ${r.ours.toFixed(1).padStart(9)} ${cells.join(' ')}  ${r.unit}`);
 }
+console.log(
+  `\nmatmul kernels (heuristic opts${process.env.BEAM ? '; BEAM chose its own' : ''}):\n${kernels.join('\n')}`,
+);
 if (torch === undefined) console.log('\n(torch figures need python3 with torch and a GPU)');
 
 function runPeer(file: string): Record<string, number> | undefined {

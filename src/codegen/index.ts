@@ -15,9 +15,10 @@ import { gatherLoads } from './gather.ts';
 import { gridIndices, groupReduces, outputsToGlobal } from './grid.ts';
 import { ifBlocks } from './if-blocks.ts';
 import { linearize } from './linearize.ts';
+import { vectorNeighbours } from './neighbours.ts';
 import { handCodedOpts } from './opt/heuristic.ts';
 import { applyOpts, CPU_TARGET, type Opt, type Target } from './opt/opts.ts';
-import { lowerVectors } from './vectors.ts';
+import { canonicalAddresses, lowerVectors } from './vectors.ts';
 import { widenSums } from './wide-sums.ts';
 import { accumulateInWmma } from './wmma.ts';
 
@@ -137,8 +138,10 @@ export function lowerKernel(ast: UOp, opts: LowerOptions = {}): LoweredKernel {
   if (typeof vectorized === 'string' && DEBUG.value >= 4)
     console.log(`${kernelName(named)}: scalar copies: ${vectorized}`);
   k = dropTrueGates(typeof vectorized === 'string' ? expandRanges(k) : vectorized);
+  // a tensor-core kernel's vectors are its WMMA operands and STAGE's copies, whose addresses the renderer reads
+  if (tensorCores) k = canonicalAddresses(k);
   k = reduceToAccumulators(k);
-  if (tensorCores) k = accumulateInWmma(k);
+  if (tensorCores) k = vectorNeighbours(accumulateInWmma(k));
   if (target.grid !== undefined) k = gridIndices(k, target.grid);
   const linear = ifBlocks(linearize(k));
   verifyStage(linear, 'linear');

@@ -75,8 +75,17 @@ function canonicalAddress(idx: UOp): UOp | undefined {
 
 /** u's value in lane j: each VCONST set to its j-th value, then simplified. */
 function lane(u: UOp, j: number): UOp {
+  // an AFTER stays whole: the stores it waits for (a LOCAL tile's vector copies) are no lane of u
   const values = new Map(
-    u.toposort().flatMap((x) => (x.op === Ops.VCONST ? [[x, UOp.index(laneValues(x)[j]!)] as const] : [])),
+    u
+      .toposort()
+      .flatMap((x) =>
+        x.op === Ops.VCONST
+          ? [[x, UOp.index(laneValues(x)[j]!)] as const]
+          : x.op === Ops.AFTER
+            ? [[x, x] as const]
+            : [],
+      ),
   );
   return graphRewrite(substitute(u, values), symbolic, { name: 'one lane', ctx: {} });
 }
@@ -89,26 +98,42 @@ function byLanes(u: UOp): boolean {
   return u.op === Ops.LOAD && u.src[0]!.src[1]!.isVector && laneOffsets(u.src[0]!.src[1]!) === undefined;
 }
 
+/**
+ * The kernel with its vector values lowered bottom-up (so that what a value is made of is lowered first: an
+ * INDEX's buffer may be an AFTER over stores with vector addresses, a LOCAL tile a BARRIER waits for): loads C
+ * cannot compute as vectors as STACKs of their lanes, where `byLanes`, and vector addresses in canonical form.
+ */
+function lowerLanes(ast: UOp, stacks: boolean): { out: UOp; addresses: Set<UOp> } {
+  const done = new Map<UOp, UOp>();
+  const addresses = new Set<UOp>();
+  for (const u of ast.toposort()) {
+    const src = u.src.map((s) => done.get(s)!);
+    const v = src.every((s, i) => s === u.src[i]) ? u : u.withSrc(src);
+    let out = v;
+    if (stacks && byLanes(v))
+      out = UOp.make(
+        Ops.STACK,
+        Array.from({ length: Number(v.shape![0]) }, (_, j) => lane(v, j)),
+      );
+    else if (v.op === Ops.INDEX && v.src.length === 2 && v.src[1]!.isVector) {
+      const address = canonicalAddress(v.src[1]!);
+      if (address !== undefined) {
+        out = v.withSrc([v.src[0]!, address]);
+        addresses.add(address);
+      }
+    }
+    done.set(u, out);
+  }
+  return { out: done.get(ast)!, addresses };
+}
+
+/** The kernel with its vector addresses in canonical form (a tensor-core kernel's tile copies). */
+export const canonicalAddresses = (ast: UOp): UOp => lowerLanes(ast, false).out;
+
 /** Why the kernel's vectors are not supported, or the kernel with canonical vector addresses. */
 export function lowerVectors(ast: UOp): UOp | string {
-  const lowered = new Map<UOp, UOp>();
-  for (const u of ast.toposort()) {
-    if (byLanes(u))
-      lowered.set(
-        u,
-        UOp.make(
-          Ops.STACK,
-          Array.from({ length: Number(u.shape![0]) }, (_, j) => lane(u, j)),
-        ),
-      );
-    else if (u.op === Ops.INDEX && u.src.length === 2 && u.src[1]!.isVector) {
-      const address = canonicalAddress(u.src[1]!);
-      if (address !== undefined) lowered.set(u, u.withSrc([u.src[0]!, address]));
-    }
-  }
-  const out = substitute(ast, lowered);
+  const { out, addresses } = lowerLanes(ast, true);
   // what is left of the lanes: index vectors as addresses only, bool vectors nowhere, values of C types
-  const addresses = new Set([...lowered.values()].flatMap((i) => (i.op === Ops.INDEX ? [i.src[1]!] : [])));
   for (const u of out.toposort()) {
     if (!u.isVector || u.op === Ops.VCONST || u.op === Ops.STACK || addresses.has(u)) continue;
     if (u.dtype === dtypes.index) return `${Ops[u.op]} computes with the lane index`;

@@ -122,6 +122,19 @@ describe('tensor cores on SIMT', () => {
     expect(worst(got, inputs[1]!, inputs[2]!, M, K, N, dtypes.float16)).toBeLessThanOrEqual(1);
   });
 
+  it("reads the A fragment's neighbouring pairs (columns c, c + 1 of a row) as one half2 load each, stores C's so", () => {
+    const k = kernelOf(input([32, 32], dtypes.float16).matmul(input([32, 16], dtypes.float16)));
+    const { linear, got, inputs } = runSimt(k, [{ op: 'TC', axis: 2, tc: 0, opt: 0, mode: 1 }]);
+    const loads = linear.src.filter((u) => u.op === Ops.LOAD);
+    // A (row-major, K contiguous): 4 pairs a fragment; B (K rows apart): 4 scalars
+    expect(loads.filter((u) => u.lanes === 2)).toHaveLength(4);
+    expect(loads.filter((u) => u.lanes === 1 && u.dtype === dtypes.float16)).toHaveLength(4);
+    // and each lane's result pairs (c0 c1, c2 c3: neighbouring columns) store as half2
+    const stores = linear.src.filter((u) => u.op === Ops.STORE && u.src[1]!.dtype === dtypes.float16);
+    expect(stores.map((u) => u.src[1]!.lanes)).toEqual([2, 2]);
+    expect(worst(got, inputs[1]!, inputs[2]!, 32, 32, 16, dtypes.float16)).toBeLessThanOrEqual(1);
+  });
+
   it('reads float32 as tf32: the result differs from float32 arithmetic by the rounded inputs', () => {
     const k = kernelOf(input([16, 8], dtypes.float32).matmul(input([8, 8], dtypes.float32)));
     const tc = runSimt(k, [{ op: 'TC', axis: 2, tc: tcIndex('tf32'), opt: 0, mode: 1 }]).got;

@@ -5,6 +5,7 @@ import type { TensorCore } from '../../runtime/tensor-cores.ts';
 import { AxisType, axisLetter } from '../../uop/ops.ts';
 import type { UOp } from '../../uop/uop.ts';
 import { constSize, kernelRanges, padAxis, rangeArg, splitAxis, swapAxes } from './axes.ts';
+import { applyStage, type StagePlan, stagePlan } from './stage.ts';
 import { applyTensorCore, matchTensorCore, TC_PADS, tileProblem } from './tc.ts';
 
 /** An opt's `axis` counts the kernel's ranges in id order (kernelRanges), as they are when the opt applies. */
@@ -22,7 +23,12 @@ export type Opt =
    * the first whose dtypes fit), `opt` 0 or 1 needs axes that are multiples of its tile and 2 pads them to it,
    * `mode` 1 is its instructions (tinygrad's emulation modes 2 and 3 are not supported).
    */
-  | { op: 'TC'; axis: number; tc: number; opt: number; mode: number };
+  | { op: 'TC'; axis: number; tc: number; opt: number; mode: number }
+  /**
+   * The loads over reduce axis `axis` read tiles the workgroup copies into LOCAL memory each iteration
+   * (src/codegen/opt/stage.ts). The last opt: it tiles by the workgroup the opts before it made.
+   */
+  | { op: 'STAGE'; axis: number };
 
 /** A GPU's grid of workgroups: output axes run as workgroups (GLOBAL) and as threads of one (LOCAL). */
 export interface Grid {
@@ -74,6 +80,8 @@ export function printOpt(o: Opt): string {
       return 'NOLOCALS';
     case 'TC':
       return `TC(${o.axis},${o.tc},${o.opt},${o.mode})`;
+    case 'STAGE':
+      return `STAGE(${o.axis})`;
   }
 }
 
@@ -228,6 +236,17 @@ function tcIllegal(o: Extract<Opt, { op: 'TC' }>, k: Kernel): string | undefined
   return tileProblem(match, o.opt);
 }
 
+function stageIllegal(o: Extract<Opt, { op: 'STAGE' }>, k: Kernel): string | undefined {
+  if (k.target.grid === undefined) return 'the target has no local memory';
+  const missing = axisError(k, o.axis);
+  if (missing !== undefined) return missing;
+  const plan = stagePlan(k.ast, o.axis);
+  if (typeof plan === 'string') return plan;
+  if (plan.bytes > k.target.grid.localBytes)
+    return `its tiles take ${plan.bytes} bytes of local memory, more than the target's ${k.target.grid.localBytes}`;
+  return undefined;
+}
+
 /** Why opt cannot apply to the kernel, or undefined when it can. */
 function illegal(o: Opt, k: Kernel): string | undefined {
   switch (o.op) {
@@ -241,6 +260,8 @@ function illegal(o: Opt, k: Kernel): string | undefined {
       return noLocalsIllegal(k);
     case 'TC':
       return tcIllegal(o, k);
+    case 'STAGE':
+      return stageIllegal(o, k);
   }
 }
 
@@ -254,6 +275,8 @@ function apply(ast: UOp, o: Opt, target: Target): UOp {
       return swapAxes(ast, o.axis, o.other);
     case 'TC':
       return applyTensorCore(ast, o.axis, o.tc, o.opt, target.tensorCores);
+    case 'STAGE':
+      return applyStage(ast, stagePlan(ast, o.axis) as StagePlan);
     case 'NOLOCALS': // only restricts the opts after it
       return ast;
   }
@@ -267,7 +290,10 @@ export function applyOpts(ast: UOp, opts: readonly Opt[], target: Target = CPU_T
   let noLocals = false;
   return opts.reduce((k, o, i) => {
     const ranges = kernelRanges(k);
-    const why = illegal(o, { ast: k, ranges, target, first: i === 0, noLocals });
+    const why =
+      i > 0 && opts[i - 1]!.op === 'STAGE'
+        ? 'STAGE must be the last opt'
+        : illegal(o, { ast: k, ranges, target, first: i === 0, noLocals });
     if (why !== undefined)
       throw new Error(`opt ${printOpt(o)} is illegal: ${why}; kernel axes: ${describeAxes(ranges)}`);
     if (o.op === 'NOLOCALS') noLocals = true;

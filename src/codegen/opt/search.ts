@@ -35,7 +35,7 @@ const REGISTER_ACTIONS = [
   ...FACTORS.map((f) => split(AxisType.UNROLL, f)),
 ];
 const CPU_ACTIONS: readonly Action[] = [...REGISTER_ACTIONS, ...both(AxisType.THREAD)];
-/** On a GPU: workgroup threads (LOCAL), shared reductions (GROUP, and GROUPTOP as the top part), padding to a warp. */
+/** On a GPU: workgroup threads (LOCAL), shared reductions (GROUP, and GROUPTOP as the top part), padding to a warp, STAGE. */
 const GPU_ACTIONS: readonly Action[] = [
   ...REGISTER_ACTIONS,
   ...[...FACTORS, 32].map((f) => split(AxisType.LOCAL, f)),
@@ -44,6 +44,8 @@ const GPU_ACTIONS: readonly Action[] = [
     (multiple): Action =>
       (axis) => ({ op: 'PADTO', axis, multiple }),
   ),
+  // operands through LOCAL tiles (the list's last opt)
+  (axis) => ({ op: 'STAGE', axis }),
 ];
 
 /** The search's rules (not legality): how deep, how much to expand, how to time. */

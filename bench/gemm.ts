@@ -1,0 +1,113 @@
+// Matmul kernels on a GPU device with the opts the heuristics choose, with named variants, or with opt lists
+// given as JSON: TFLOP/s from events (median of runs), the opts, and a check of sampled outputs against float64
+// sums on the host.
+// Usage: npx tsx bench/gemm.ts [DEV] [N] [dtype] [default | VARIANT | '[opts JSON]' ...]
+// (DEV CUDA, N 4096, dtype float16; SHOW=1 prints each kernel's source; DEV=SIMT checks small ones here)
+import { lowerKernel } from '../src/codegen/index.ts';
+import { type Opt, printOpts } from '../src/codegen/opt/opts.ts';
+import { allocStorage, dtypes, readElement, writeElement } from '../src/dtype.ts';
+import { targetOf } from '../src/engine/compile.ts';
+import { scheduleOf } from '../src/engine/realize.ts';
+import { renderCUDA } from '../src/renderer/c.ts';
+import { renderSIMT } from '../src/renderer/simt.ts';
+import { DeviceBuffer } from '../src/runtime/buffer.ts';
+import { Device } from '../src/runtime/device.ts';
+import { Tensor } from '../src/tensor/index.ts';
+
+const [device = 'CUDA', size = '4096', dtypeName = 'float16', ...optLists] = process.argv.slice(2);
+
+const split = (axis: number, factor: number, target: string): Opt =>
+  ({ op: 'SPLIT', axis, factor, target }) as Opt;
+const TC: Opt = { op: 'TC', axis: 2, tc: -1, opt: 0, mode: 1 };
+/**
+ * Alternatives to the heuristics' kernels for a square matmul, to compare on the GPU. Tensor cores (after TC the
+ * axes are M tiles, N tiles, K tiles, the warp): `direct` is the default without STAGE; `warp64x64` gives a warp
+ * 4 x 8 WMMAs (one LDS a WMMA where 4 x 4 has 1.5; 206 registers); `block128` is 128 x 128 with 8 warps of
+ * 4 x 4; `block128w64` 128 x 128 with 4 warps of 4 x 8. Float32: `f32stage` is the default plus K by 8, staged.
+ */
+const VARIANTS: Record<string, Opt[]> = {
+  direct: [TC, split(1, 4, 'UPCAST'), split(0, 4, 'UPCAST'), split(2, 4, 'LOCAL')],
+  warp64x64: [
+    TC,
+    split(1, 8, 'UPCAST'),
+    split(0, 4, 'UPCAST'),
+    split(2, 4, 'LOCAL'),
+    split(5, 2, 'UNROLL'),
+    { op: 'STAGE', axis: 5 },
+  ],
+  block128: [
+    TC,
+    split(1, 4, 'UPCAST'),
+    split(0, 4, 'UPCAST'),
+    split(2, 4, 'LOCAL'),
+    split(0, 2, 'LOCAL'),
+    split(6, 2, 'UNROLL'),
+    { op: 'STAGE', axis: 6 },
+  ],
+  block128w64: [
+    TC,
+    split(1, 8, 'UPCAST'),
+    split(0, 4, 'UPCAST'),
+    split(2, 2, 'LOCAL'),
+    split(0, 2, 'LOCAL'),
+    split(6, 2, 'UNROLL'),
+    { op: 'STAGE', axis: 6 },
+  ],
+  f32stage: [
+    split(1, 4, 'UPCAST'),
+    split(1, 32, 'LOCAL'),
+    split(0, 4, 'LOCAL'),
+    split(2, 4, 'UPCAST'),
+    split(0, 4, 'UPCAST'),
+    split(7, 8, 'UNROLL'),
+    { op: 'STAGE', axis: 7 },
+  ],
+};
+const n = Number(size);
+const dtype = dtypes[dtypeName as keyof typeof dtypes] as (typeof dtypes)['float16'];
+const backend = Device.get(device);
+const target = targetOf(backend);
+
+const k = scheduleOf([
+  Tensor.empty([n, n], { device, dtype }).matmul(Tensor.empty([n, n], { device, dtype })),
+]).kernels.at(-1)!;
+const inputs = [1, 2].map((slot) => {
+  const s = allocStorage(dtype, n * n);
+  for (let i = 0; i < n * n; i++) writeElement(dtype, s, i, Math.sin(i * 1.37 + slot) / 2);
+  return s;
+});
+const value = (s: ReturnType<typeof allocStorage>, i: number) => Number(readElement(dtype, s, i));
+const bufs = [0, 1, 2].map((i) => {
+  const b = new DeviceBuffer(backend, n * n, dtype);
+  return i === 0 ? b : b.copyin(inputs[i - 1]!);
+});
+
+for (const list of optLists.length ? optLists : ['default']) {
+  const opts = list === 'default' ? undefined : (VARIANTS[list] ?? (JSON.parse(list) as Opt[]));
+  let line: string;
+  try {
+    const lowered = lowerKernel(k.ast, { target, opts });
+    const source = (device === 'SIMT' ? renderSIMT : renderCUDA)(lowered.name, lowered.linear);
+    if (process.env.SHOW) console.log(source);
+    const program = backend.compile(lowered.name, source);
+    const times = Array.from({ length: 7 }, () => program.run(bufs, [], true)).sort((a, b) => a - b);
+    const out = bufs[0]!.copyout();
+    // sampled outputs against float64 sums of the inputs as stored
+    let worst = 0;
+    for (let s = 0; s < 64; s++) {
+      const [i, j] = [(s * 977) % n, (s * 613 + 5) % n];
+      let [c, scale] = [0, 0];
+      for (let q = 0; q < n; q++) {
+        const p = value(inputs[0]!, i * n + q) * value(inputs[1]!, q * n + j);
+        c += p;
+        scale += Math.abs(p);
+      }
+      worst = Math.max(worst, Math.abs(value(out, i * n + j) - c) / (scale + 1e-30));
+    }
+    const tflops = (2 * n ** 3) / times[3]! / 1e12;
+    line = `${tflops.toFixed(1).padStart(6)} TFLOP/s  err ${worst.toExponential(1)}  ${lowered.name}  ${printOpts(lowered.opts)}`;
+  } catch (e) {
+    line = `failed: ${(e as Error).message.slice(0, 400)}  ${list}`;
+  }
+  console.log(`${dtype.name} ${n}^3 ${list.startsWith('[') ? '' : `${list.padEnd(11)} `}${line}`);
+}

@@ -1,0 +1,319 @@
+// The STAGE opt: the operands of a sum of products (a matmul, a conv) go through LOCAL memory. Each iteration of
+// the staged reduce axis, the workgroup copies the block of each operand its threads read (a rectangle of the
+// buffer: rows of a row-major matrix) into a LOCAL tile, every thread copying 16-byte vectors of it so that
+// neighbouring threads read neighbouring memory; after a BARRIER the threads read their elements from the tile.
+// An operand read by many threads of the group (A by every warp along N) then leaves global memory once. The
+// tiles are double-buffered by the parity of the iteration (counting the reduce loops around the staged one), so
+// one BARRIER an iteration orders both hazards: a thread writes a buffer only after every thread passed the
+// BARRIER that follows the last reads of it. SIMT checks both in CI (test/codegen/stage.test.ts).
+import { AddrSpace, dtypes } from '../../dtype.ts';
+import { AxisType, Ops } from '../../uop/ops.ts';
+import { substitute } from '../../uop/pattern.ts';
+import { UOp } from '../../uop/uop.ts';
+import { affine } from '../affine.ts';
+import { constSize, kernelRanges, rangeArg } from './axes.ts';
+
+/** Axis types whose iterations a workgroup's threads or registers cover: a block of the kernel's work. */
+const BLOCK: ReadonlySet<AxisType> = new Set([
+  AxisType.LOCAL,
+  AxisType.WARP,
+  AxisType.UPCAST,
+  AxisType.UNROLL,
+]);
+/** Axis types whose iterations are the threads of a workgroup, the last one fastest. */
+const THREADS: ReadonlySet<AxisType> = new Set([AxisType.LOCAL, AxisType.WARP]);
+/** Bytes each thread copies at once (ld.global.v4, st.shared.v4). */
+const COPY_BYTES = 16;
+/** Bytes added to each row of a tile, so that the rows a warp reads together start in different banks. */
+const ROW_PAD_BYTES = 16;
+
+const sum = (terms: Iterable<[UOp, number]>, constant = 0): UOp => {
+  let out: UOp | undefined;
+  for (const [t, c] of terms) {
+    const term = c === 1 ? t : t.mul(c);
+    out = out === undefined ? term : out.add(term);
+  }
+  return out === undefined ? UOp.index(constant) : constant === 0 ? out : out.add(constant);
+};
+
+/** One load's address: the part the block shares (its base) and the part over the block's axes. */
+interface Address {
+  load: UOp;
+  base: Map<UOp, number>;
+  block: Map<UOp, number>;
+  constant: number;
+}
+
+/** A buffer's tile: rows of `cols` elements `stride` apart from base, copied into rows of `pitch` elements. */
+interface Tile {
+  buffer: UOp;
+  base: UOp;
+  stride: number;
+  rows: number;
+  cols: number;
+  /** Elements a tile row (or a pair of rows, where `pairs`) takes in LOCAL memory, padding included. */
+  pitch: number;
+  vector: number;
+  /**
+   * Rows 2i and 2i + 1 interleaved, element by element: where a fragment holds an element and the one below it
+   * (B of mma.m16n8k16: rows k and k + 1 of a column), so that the two are neighbours and load as one half2.
+   */
+  pairs: boolean;
+  addresses: Address[];
+}
+
+/** Where an address's block part falls in a tile of rows `stride` apart: (row, column), both as sums. */
+function place(a: Address, stride: number): [Map<UOp, number>, Map<UOp, number>, number, number] {
+  const rows = new Map<UOp, number>();
+  const cols = new Map<UOp, number>();
+  for (const [t, c] of a.block) c >= stride ? rows.set(t, c / stride) : cols.set(t, c);
+  return [rows, cols, Math.floor(a.constant / stride), a.constant % stride];
+}
+
+/** The extent of a sum of non-negative atoms: its largest value plus one. */
+const extent = (terms: Map<UOp, number>, constant: number) =>
+  [...terms].reduce((n, [t, c]) => n + c * t.vmax, constant) + 1;
+
+interface Rectangle {
+  stride: number;
+  rows: number;
+  cols: number;
+}
+
+/**
+ * The rectangles of rows `stride` apart (a coefficient or a constant offset: the next row of a fragment, k + 1
+ * of B) covering every address with the least area, the widest rows (vector copies) first.
+ */
+function rectangles(addresses: readonly Address[]): Rectangle[] {
+  const strides = addresses.flatMap((a) => [...a.block.values(), ...(a.constant > 0 ? [a.constant] : [])]);
+  const found: Rectangle[] = [];
+  for (const stride of [...new Set(strides), Number.POSITIVE_INFINITY]) {
+    let [rows, cols] = [1, 1];
+    let fits = true;
+    for (const a of addresses) {
+      if ([...a.block.values()].some((c) => c >= stride && c % stride !== 0)) fits = false;
+      const [r, c, r0, c0] = place(a, stride);
+      rows = Math.max(rows, extent(r, r0));
+      cols = Math.max(cols, extent(c, c0));
+    }
+    if (fits && cols <= stride) found.push({ stride, rows, cols });
+  }
+  const least = Math.min(...found.map((r) => r.rows * r.cols));
+  return found.filter((r) => r.rows * r.cols === least).sort((x, y) => y.cols - x.cols);
+}
+
+/** Whether a fragment (a STACK) holds an element and the one a row below it side by side, and row steps are even. */
+function fragmentPairs(addresses: readonly Address[], stride: number, fragments: readonly UOp[]): boolean {
+  if (!addresses.every((a) => [...a.block.values()].every((c) => c < stride || (c / stride) % 2 === 0)))
+    return false;
+  const at = new Map(addresses.map((a) => [a.load, a]));
+  const sameTerms = (a: Address, b: Address) =>
+    a.block.size === b.block.size && [...a.block].every(([t, c]) => b.block.get(t) === c);
+  // elements 2i and 2i + 1 of a fragment: what src/codegen/neighbours.ts reads as one vector when neighbours
+  return fragments.some((f) =>
+    f.src.some((l, i) => {
+      const [a, b] = [at.get(l), at.get(f.src[i + 1]!)];
+      return i % 2 === 0 && a && b && sameTerms(a, b) && b.constant - a.constant === stride;
+    }),
+  );
+}
+
+/** The staged loads of one buffer as a tile, or why they cannot be. */
+function tileOf(
+  buffer: UOp,
+  loads: readonly UOp[],
+  fragments: readonly UOp[],
+  isBlock: (r: UOp) => boolean,
+  threads: number,
+): Tile | string {
+  const addresses: Address[] = [];
+  for (const load of loads) {
+    const lin = affine(load.src[0]!.src[1]!);
+    if (lin === undefined) return 'an address is not a sum of multiples of index values';
+    if (lin.constant < 0) return 'an address steps back by a constant (a padded window)';
+    const a: Address = { load, base: new Map(), block: new Map(), constant: lin.constant };
+    for (const [t, c] of lin.terms) {
+      const ranges = t.toposort().filter((x) => x.op === Ops.RANGE);
+      const inBlock = ranges.filter(isBlock);
+      if (inBlock.length === 0) a.base.set(t, c);
+      else if (inBlock.length === ranges.length && c > 0 && t.vmin >= 0) a.block.set(t, c);
+      else return 'an address mixes the block axes with others, or steps backwards along them';
+    }
+    addresses.push(a);
+  }
+  const base = sum(addresses[0]!.base);
+  if (addresses.some((a) => sum(a.base) !== base)) return "the loads' addresses differ outside the block";
+  const { itemsize } = buffer.dtype;
+  const paired = (r: Rectangle) =>
+    itemsize === 2 &&
+    r.rows % 2 === 0 &&
+    r.stride !== Number.POSITIVE_INFINITY &&
+    fragmentPairs(addresses, r.stride, fragments);
+  // of the smallest rectangles, one whose fragments read row pairs where there is one
+  const found = rectangles(addresses);
+  const rect = found.find(paired) ?? found[0];
+  if (rect === undefined) return 'its addresses form no rectangle of rows';
+  const pairs = paired(rect);
+  // the widest vector that divides the rows, as long as every thread gets one (a small tile: narrower ones);
+  // rows in pairs copy half as wide a vector from each of two rows
+  const bytes = pairs ? COPY_BYTES / 2 : COPY_BYTES;
+  const widths = [bytes / itemsize, 8, 4, 2].filter(
+    (v) => Number.isInteger(v) && v * itemsize <= bytes && rect.cols % v === 0,
+  );
+  const vector =
+    widths.find((v) => (rect.rows * rect.cols) / v >= threads * (pairs ? 2 : 1)) ?? widths.at(-1) ?? 1;
+  // the copy stays inside what the loads read: its last element is no further than theirs
+  const last =
+    rect.stride === Number.POSITIVE_INFINITY ? rect.cols - 1 : (rect.rows - 1) * rect.stride + rect.cols - 1;
+  const reach = Math.max(...loads.map((l) => l.src[0]!.src[1]!.vmax));
+  if (base.vmax + last > reach) return 'its tile reaches beyond the elements the loads read';
+  const pad = Math.max(1, ROW_PAD_BYTES / itemsize);
+  const pitch = pairs ? 2 * (rect.cols + pad) : rect.cols + pad;
+  return { buffer, base, ...rect, pitch, vector, pairs, addresses };
+}
+
+/** What STAGE on reduce axis `axis` finds: the tiles, the loops and the group's threads; or why none. */
+export interface StagePlan {
+  /** The reduce loops around the staged one and it, outermost first: their iterations alternate the buffers. */
+  loops: UOp[];
+  tiles: Tile[];
+  /** The workgroup's thread axes, outermost first. */
+  threads: UOp[];
+  bytes: number;
+}
+
+export function stagePlan(ast: UOp, axis: number): StagePlan | string {
+  const ranges = kernelRanges(ast);
+  const range = ranges[axis];
+  if (range === undefined || rangeArg(range).type !== AxisType.REDUCE)
+    return `axis ${axis} is not a REDUCE axis (STAGE copies what each of its iterations reads)`;
+  const threads = ranges.filter((r) => THREADS.has(rangeArg(r).type));
+  const count = threads.reduce((n, r) => n * constSize(r)!, 1);
+  if (count < 2) return 'the kernel has no LOCAL or WARP axes (STAGE shares tiles among a group of threads)';
+  if (ranges.some((r) => rangeArg(r).type === AxisType.GROUP_REDUCE))
+    return 'the kernel has a GROUP_REDUCE axis, whose LOCAL memory STAGE does not share';
+  // the block: thread and register axes, and the reduce loops inside the staged one
+  const isBlock = (r: UOp) =>
+    BLOCK.has(rangeArg(r).type) ||
+    (rangeArg(r).type === AxisType.REDUCE && rangeArg(r).id > rangeArg(range).id);
+  const reduce = ast.toposort().find((u) => u.op === Ops.REDUCE && u.src.includes(range));
+  if (reduce === undefined) return `no reduce sums over axis ${axis}`;
+  const fragments = reduce.src[0]!.toposort().filter((u) => u.op === Ops.STACK);
+  const byBuffer = new Map<UOp, UOp[]>();
+  for (const u of reduce.src[0]!.toposort()) {
+    if (u.op !== Ops.LOAD || !u.src[0]!.toposort().includes(range)) continue;
+    const [buffer, at] = u.src[0]!.src as [UOp, UOp | undefined];
+    if (u.src.length !== 1 || at === undefined || u.isVector || buffer.op !== Ops.PARAM)
+      return 'a load over the axis is gated, a vector, or not from a kernel buffer';
+    byBuffer.set(buffer, [...(byBuffer.get(buffer) ?? []), u]);
+  }
+  if (byBuffer.size === 0) return `no load reads axis ${axis}`;
+  const tiles: Tile[] = [];
+  for (const [buffer, loads] of byBuffer) {
+    const tile = tileOf(buffer, loads, fragments, isBlock, count);
+    if (typeof tile === 'string') return `buffer ${buffer.argOf(Ops.PARAM).slot}: ${tile}`;
+    tiles.push(tile);
+  }
+  const bytes = tiles.reduce((n, t) => n + 2 * tileSize(t) * t.buffer.dtype.itemsize, 0);
+  const loops = reduce.src
+    .slice(1)
+    .filter((r) => rangeArg(r).type === AxisType.REDUCE && rangeArg(r).id <= rangeArg(range).id)
+    .sort((a, b) => rangeArg(a).id - rangeArg(b).id);
+  return { loops, tiles, threads, bytes };
+}
+
+/** Elements of one of a tile's two buffers. */
+const tileSize = (t: Tile) => (t.pairs ? t.rows / 2 : t.rows) * t.pitch;
+
+/** Where the tile holds (row, col), both sums: rows in pairs interleave their elements. */
+function tileIndex(t: Tile, row: [Map<UOp, number>, number], col: UOp): UOp {
+  if (!t.pairs)
+    return sum(...row)
+      .mul(t.pitch)
+      .add(col);
+  // every row step is even (fragmentPairs), so the pair and the row within it split the terms
+  const pair = sum(new Map([...row[0]].map(([x, c]) => [x, c / 2])), Math.floor(row[1] / 2));
+  return pair
+    .mul(t.pitch)
+    .add(col.mul(2))
+    .add(row[1] % 2);
+}
+
+const lanes = (n: number) =>
+  UOp.make(Ops.VCONST, [], { values: Array.from({ length: n }, (_, i) => i), dtype: dtypes.index });
+
+/** The kernel with the plan's loads read from double-buffered LOCAL tiles that the workgroup fills. */
+export function applyStage(ast: UOp, plan: StagePlan): UOp {
+  const { threads } = plan;
+  const count = threads.reduce((n, r) => n * constSize(r)!, 1);
+  const thread = threads.reduce<UOp>((id, r) => id.mul(constSize(r)!).add(r), UOp.index(0));
+  const firstSlot =
+    Math.max(
+      -1,
+      ...ast
+        .toposort()
+        .filter((u) => u.op === Ops.PARAM && u.argOf(Ops.PARAM).addrspace === AddrSpace.LOCAL)
+        .map((u) => u.argOf(Ops.PARAM).slot as number),
+    ) + 1;
+  // consecutive iterations (of the staged loop and the loops around it: a conv's window row inside its
+  // channels) use the two buffers in turn
+  const iteration = plan.loops.reduce<UOp | undefined>(
+    (n, r) => (n === undefined ? r : n.mul(constSize(r)!).add(r)),
+    undefined,
+  )!;
+  const parity = iteration.mod(2);
+  const replaced = new Map<UOp, UOp>();
+  const stores: UOp[] = [];
+  const reads: [UOp, Address, Tile, UOp][] = [];
+  plan.tiles.forEach((tile, i) => {
+    const { rows, cols, pitch, vector, stride, pairs } = tile;
+    const size = tileSize(tile);
+    const local = UOp.make(Ops.PARAM, [UOp.shapeVec([2 * size])], {
+      slot: firstSlot + i,
+      dtype: tile.buffer.dtype,
+      addrspace: AddrSpace.LOCAL,
+    });
+    const half = parity.mul(size);
+    // the copy: vector q of the tile (q = j * threads + thread) from row q / (cols / vector), or from the two
+    // rows of pair q / (cols / vector) interleaved
+    const perRow = cols / vector;
+    const chunks = ((pairs ? rows / 2 : rows) * cols) / vector;
+    const at = (x: UOp, n: number) => (n === 1 ? x : UOp.make(Ops.ADD, [x, lanes(n)]));
+    for (let j = 0; j * count < chunks; j++) {
+      const q = thread.add(j * count);
+      // the last round of copies may have fewer vectors than threads: the others skip it
+      const gate = (j + 1) * count > chunks ? q.lt(chunks) : undefined;
+      const [row, col] = [q.idiv(perRow), q.mod(perRow).mul(vector)];
+      const read = (r: UOp) => {
+        const from = tile.base.add(stride === Number.POSITIVE_INFINITY ? col : r.mul(stride).add(col));
+        const source = UOp.make(Ops.INDEX, [tile.buffer, at(from, vector)]);
+        return UOp.make(Ops.LOAD, gate ? [source, UOp.const(tile.buffer.dtype, 0), gate] : [source]);
+      };
+      let value = read(pairs ? row.mul(2) : row);
+      // (one product, so that the renderer sees the vector's alignment)
+      const to = half.add(row.mul(pitch)).add(pairs ? q.mod(perRow).mul(2 * vector) : col);
+      if (pairs) {
+        const [even, odd] = [value, read(row.mul(2).add(1))];
+        const lane = (v: UOp, i: number) => (vector === 1 ? v : UOp.make(Ops.INDEX, [v, UOp.index(i)]));
+        value = UOp.make(
+          Ops.STACK,
+          Array.from({ length: 2 * vector }, (_, i) => lane(i % 2 ? odd : even, i >> 1)),
+        );
+      }
+      const target = UOp.make(Ops.INDEX, [local, at(to, pairs ? 2 * vector : vector)]);
+      stores.push(UOp.make(Ops.STORE, gate ? [target, value, gate] : [target, value]));
+    }
+    for (const a of tile.addresses) {
+      const [r, c, r0, c0] = place(a, stride);
+      reads.push([local, a, tile, half.add(tileIndex(tile, [r, r0], sum(c, c0)))]);
+    }
+  });
+  // one BARRIER after all the tiles' copies
+  const barrier = UOp.make(Ops.BARRIER, stores);
+  for (const [local, a, , at] of reads)
+    replaced.set(
+      a.load,
+      UOp.make(Ops.LOAD, [UOp.make(Ops.INDEX, [UOp.make(Ops.AFTER, [local, barrier]), at])]),
+    );
+  return substitute(ast, replaced);
+}

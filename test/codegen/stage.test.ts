@@ -1,0 +1,249 @@
+// STAGE: a sum of products reads its operands from LOCAL tiles the workgroup copies each reduce step. On SIMT
+// (which fails a kernel on a race in LOCAL memory or a BARRIER in divergent code) a staged kernel must give the
+// same bits as the same kernel unstaged, for random shapes, dtypes and opts; its CUDA C compiles with nvcc.
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import { lowerKernel } from '../../src/codegen/index.ts';
+import type { Opt } from '../../src/codegen/opt/opts.ts';
+import { allocStorage, type DType, dtypes, readElement, writeElement } from '../../src/dtype.ts';
+import { targetOf } from '../../src/engine/compile.ts';
+import { scheduleOf } from '../../src/engine/realize.ts';
+import { prod } from '../../src/helpers.ts';
+import { renderCUDA } from '../../src/renderer/c.ts';
+import { renderSIMT } from '../../src/renderer/simt.ts';
+import { DeviceBuffer } from '../../src/runtime/buffer.ts';
+import { Device } from '../../src/runtime/device.ts';
+import { Tensor } from '../../src/tensor/index.ts';
+import { AxisType, Ops } from '../../src/uop/ops.ts';
+import type { UOp } from '../../src/uop/uop.ts';
+import { hasNvcc, nvccCompile } from '../renderer/nvcc.ts';
+
+const simt = Device.get('SIMT');
+const target = targetOf(simt);
+
+function matmul(M: number, K: number, N: number, d: DType) {
+  const t = Tensor.empty([M, K], { device: 'SIMT', dtype: d }).matmul(
+    Tensor.empty([K, N], { device: 'SIMT', dtype: d }),
+  );
+  return scheduleOf([t]).kernels.at(-1)!;
+}
+
+/** The kernel lowered with opts, run on SIMT on seeded inputs: its output's values and CUDA C. */
+function run(k: { ast: UOp; bufs: UOp[] }, opts: readonly Opt[]) {
+  const lowered = lowerKernel(k.ast, { target, opts });
+  const bufs = k.bufs.map((b, slot) => {
+    const n = prod(b.shape as number[]);
+    const s = allocStorage(b.dtype, n);
+    for (let i = 0; i < n; i++) writeElement(b.dtype, s, i, slot === 0 ? 0 : Math.sin(i * 1.37 + slot));
+    return new DeviceBuffer(simt, n, b.dtype).copyin(s);
+  });
+  simt.compile(lowered.name, renderSIMT(lowered.name, lowered.linear)).run(bufs);
+  const out = bufs[0]!.copyout();
+  return {
+    values: Array.from({ length: out.length }, (_, i) => Number(readElement(k.bufs[0]!.dtype, out, i))),
+    cuda: renderCUDA(lowered.name, lowered.linear),
+    linear: lowered.linear,
+  };
+}
+
+/** Scalar loads from LOCAL tiles: a fragment's elements read one at a time. */
+const scalarTileReads = (linear: UOp) =>
+  linear.src.filter((u) => {
+    if (u.op !== Ops.LOAD || u.lanes !== 1) return false;
+    const buf = u.src[0]!.src[0]!;
+    return (buf.op === Ops.AFTER ? buf.src[0]! : buf).addrspace === 'LOCAL';
+  }).length;
+
+const locals = (linear: UOp) =>
+  linear.src.filter((u) => u.op === Ops.PARAM && u.argOf(Ops.PARAM).addrspace === 'LOCAL').length;
+
+/** Opts for a matmul kernel whose axes are M, N, K: a thread tile, a workgroup, an unrolled reduce step. */
+const plainOpts = fc.record({
+  local: fc.constantFrom(2, 4),
+  upcast: fc.constantFrom(1, 2, 4),
+  unroll: fc.constantFrom(1, 2, 4),
+  localM: fc.constantFrom(1, 2),
+});
+
+const tcOpts = fc.record({
+  upM: fc.constantFrom(1, 2),
+  upN: fc.constantFrom(1, 2),
+  localN: fc.constantFrom(1, 2),
+  unroll: fc.constantFrom(1, 2),
+});
+
+/**
+ * `first`, then the splits that are legal on this shape (a factor must divide its axis), in order; and the
+ * index of the reduce axis (2: M and N come first) after the splits of axes before it.
+ */
+function splits(ast: UOp, first: Opt[], wanted: { axis: number; factor: number; target: AxisType }[]) {
+  const opts = [...first];
+  let reduce = 2;
+  for (const w of wanted) {
+    if (w.factor === 1) continue;
+    const o: Opt = { op: 'SPLIT', ...w };
+    try {
+      lowerKernel(ast, { target, opts: [...opts, o] });
+      opts.push(o);
+      if (w.axis < 2) reduce++;
+    } catch {
+      // not a divisor of this shape's axis
+    }
+  }
+  return { opts, reduce };
+}
+
+describe('STAGE on SIMT', () => {
+  it('gives the unstaged bits for random float32 matmuls and opts (LOCAL, UPCAST, UNROLL)', () => {
+    fc.assert(
+      fc.property(
+        fc.constantFrom(8, 16, 24),
+        fc.constantFrom(8, 16, 32),
+        fc.constantFrom(16, 32),
+        plainOpts,
+        (M, K, N, o) => {
+          const k = matmul(M, K, N, dtypes.float32);
+          // axes M, N, K: split N (innermost output) into LOCAL then UPCAST, M into LOCAL, K by UNROLL
+          const { opts, reduce } = splits(
+            k.ast,
+            [],
+            [
+              { axis: 2, factor: o.unroll, target: AxisType.UNROLL },
+              { axis: 1, factor: o.upcast, target: AxisType.UPCAST },
+              { axis: 1, factor: o.local, target: AxisType.LOCAL },
+              { axis: 0, factor: o.localM, target: AxisType.LOCAL },
+            ],
+          );
+          const staged = run(k, [...opts, { op: 'STAGE', axis: reduce }]);
+          expect(locals(staged.linear)).toBe(2);
+          expect(staged.values).toEqual(run(k, opts).values);
+        },
+      ),
+      { numRuns: 6, seed: 13 },
+    );
+  });
+
+  it('gives the unstaged bits for random float16 and bfloat16 tensor-core matmuls', () => {
+    fc.assert(
+      fc.property(
+        fc.constantFrom(dtypes.float16, dtypes.bfloat16),
+        fc.constantFrom(32, 64),
+        fc.constantFrom(32, 64),
+        fc.constantFrom(16, 32),
+        tcOpts,
+        (d, M, K, N, o) => {
+          const k = matmul(M, K, N, d);
+          // after TC the axes are M tiles, N tiles, K tiles, the warp
+          const tc: Opt = { op: 'TC', axis: 2, tc: -1, opt: 0, mode: 1 };
+          const { opts, reduce } = splits(
+            k.ast,
+            [tc],
+            [
+              { axis: 2, factor: o.unroll, target: AxisType.UNROLL },
+              { axis: 1, factor: o.upN, target: AxisType.UPCAST },
+              { axis: 1, factor: o.localN, target: AxisType.LOCAL },
+              { axis: 0, factor: o.upM, target: AxisType.UPCAST },
+            ],
+          );
+          const staged = run(k, [...opts, { op: 'STAGE', axis: reduce }]);
+          expect(locals(staged.linear)).toBe(2);
+          // A's column pairs and B's row pairs (its tile interleaves rows k and k + 1) load as half2
+          expect(scalarTileReads(staged.linear)).toBe(0);
+          expect(staged.values).toEqual(run(k, opts).values);
+        },
+      ),
+      { numRuns: 6, seed: 13 },
+    );
+  });
+
+  it("gives a conv's unstaged bits, staged on each of its reduce axes (channels, window rows, columns)", () => {
+    const x = Tensor.empty([2, 8, 6, 16], { device: 'SIMT' });
+    const k = scheduleOf([x.conv2d(Tensor.empty([16, 8, 3, 3], { device: 'SIMT' }))]).kernels.at(-1)!;
+    const { opts } = lowerKernel(k.ast, { target });
+    const unstaged = run(k, opts).values;
+    let staged = 0;
+    for (let axis = 0; axis < 16; axis++) {
+      const with_ = [...opts, { op: 'STAGE', axis } as Opt];
+      try {
+        lowerKernel(k.ast, { target, opts: with_ });
+      } catch (e) {
+        expect((e as Error).message).toMatch(/is not a REDUCE axis|does not exist/);
+        continue;
+      }
+      const got = run(k, with_);
+      expect(locals(got.linear)).toBe(2);
+      expect(got.values).toEqual(unstaged);
+      staged++;
+    }
+    expect(staged).toBe(3);
+  });
+
+  it('is chosen by the GPU heuristics for big tensor-core matmuls, last, after 4 x 4 WMMA tiles a warp', () => {
+    const k = matmul(256, 256, 256, dtypes.float16);
+    const { opts } = lowerKernel(k.ast, { target });
+    expect(opts).toEqual([
+      { op: 'TC', axis: 2, tc: 0, opt: 0, mode: 1 },
+      { op: 'SPLIT', axis: 1, factor: 4, target: AxisType.UPCAST },
+      { op: 'SPLIT', axis: 0, factor: 4, target: AxisType.UPCAST },
+      { op: 'SPLIT', axis: 2, factor: 4, target: AxisType.LOCAL },
+      { op: 'SPLIT', axis: 5, factor: 2, target: AxisType.UNROLL },
+      { op: 'STAGE', axis: 5 },
+    ]);
+    expect(lowerKernel(matmul(64, 64, 64, dtypes.float16).ast, { target }).opts.at(-1)?.op).not.toBe('STAGE');
+  });
+
+  it('refuses STAGE with a reason: no local memory, not last, not a reduce, no threads, tiles too big', () => {
+    const k = matmul(16, 16, 32, dtypes.float32);
+    const illegal =
+      (opts: Opt[], t = target) =>
+      () =>
+        lowerKernel(k.ast, { target: t, opts });
+    const local: Opt = { op: 'SPLIT', axis: 1, factor: 8, target: AxisType.LOCAL };
+    expect(illegal([{ op: 'STAGE', axis: 2 }], { ...target, grid: undefined })).toThrow(
+      'the target has no local memory',
+    );
+    expect(illegal([local, { op: 'STAGE', axis: 3 }, { op: 'SWAP', axis: 0, other: 1 }])).toThrow(
+      'STAGE must be the last opt',
+    );
+    expect(illegal([local, { op: 'STAGE', axis: 0 }])).toThrow('axis 0 is not a REDUCE axis');
+    expect(illegal([{ op: 'STAGE', axis: 2 }])).toThrow('the kernel has no LOCAL or WARP axes');
+    const big = matmul(64, 4096, 64, dtypes.float32);
+    expect(() =>
+      lowerKernel(big.ast, {
+        target: { ...target, grid: { ...target.grid!, localBytes: 1024 } },
+        opts: [
+          { op: 'SPLIT', axis: 1, factor: 32, target: AxisType.LOCAL },
+          { op: 'SPLIT', axis: 3, factor: 16, target: AxisType.UNROLL },
+          { op: 'STAGE', axis: 3 },
+        ],
+      }),
+    ).toThrow(/its tiles take \d+ bytes of local memory, more than the target's 1024/);
+  });
+
+  it.skipIf(!hasNvcc)(
+    'staged kernels compile with nvcc for sm_90 (vector copies into __shared__ tiles)',
+    () => {
+      const tc = matmul(256, 256, 256, dtypes.bfloat16);
+      const plain = matmul(64, 64, 64, dtypes.float32);
+      const sources = [
+        renderCUDA('staged_tc', lowerKernel(tc.ast, { target }).linear),
+        renderCUDA(
+          'staged_f32',
+          lowerKernel(plain.ast, {
+            target,
+            opts: [
+              { op: 'SPLIT', axis: 1, factor: 4, target: AxisType.UPCAST },
+              { op: 'SPLIT', axis: 1, factor: 16, target: AxisType.LOCAL },
+              { op: 'SPLIT', axis: 0, factor: 4, target: AxisType.LOCAL },
+              { op: 'SPLIT', axis: 5, factor: 8, target: AxisType.UNROLL },
+              { op: 'STAGE', axis: 5 },
+            ],
+          }).linear,
+        ),
+      ];
+      for (const s of sources) expect(s).toContain('__syncthreads()');
+      expect(sources[1]).toMatch(/\*\(tg_float4\*\)\(temp\d\+alu\d+\) = /);
+      nvccCompile(sources);
+    },
+  );
+});
