@@ -99,6 +99,14 @@ interface VectorDialect {
   wholeOps: boolean;
   read(type: string, address: string, aligned: boolean): string;
   write(type: string, address: string, value: string, aligned: boolean): string;
+  /**
+   * An aligned vector of bfloat16 (whose values are floats) read from and written to its bits in memory, where
+   * the dialect has helpers for it; else it moves lane by lane.
+   */
+  bfloat16?: {
+    read(lanes: number, address: string): string;
+    write(lanes: number, address: string, value: string): string;
+  };
 }
 
 /** A vector's address in a buffer, marked aligned to the vector's size where it is. */
@@ -136,7 +144,13 @@ template <typename T, int N> struct alignas(sizeof(T) * N > 16 ? 16 : sizeof(T) 
     tg_vec<T, N> r; for (int i = 0; i < N; i++) r[i] = a op b[i]; return r; }
 TG_VEC_OP(+) TG_VEC_OP(-) TG_VEC_OP(*) TG_VEC_OP(/)
 template <typename T, int N> __device__ inline tg_vec<T, N> operator-(tg_vec<T, N> a) {
-  tg_vec<T, N> r; for (int i = 0; i < N; i++) r[i] = -a[i]; return r; }`;
+  tg_vec<T, N> r; for (int i = 0; i < N; i++) r[i] = -a[i]; return r; }
+template <int N> __device__ inline tg_vec<float, N> tg_bf16_load(const unsigned short *p) {
+  tg_vec<unsigned short, N> b = *(const tg_vec<unsigned short, N> *)p;
+  tg_vec<float, N> r; for (int i = 0; i < N; i++) r[i] = tg_bf16_to_float(b[i]); return r; }
+template <int N> __device__ inline void tg_bf16_store(unsigned short *p, tg_vec<float, N> v) {
+  tg_vec<unsigned short, N> b; for (int i = 0; i < N; i++) b[i] = tg_float_to_bf16(v[i]);
+  *(tg_vec<unsigned short, N> *)p = b; }`;
 
 const CUDA_VECTORS: VectorDialect = {
   typedef: (name, element, lanes) => `typedef tg_vec<${element}, ${lanes}> ${name};`,
@@ -144,6 +158,10 @@ const CUDA_VECTORS: VectorDialect = {
   wholeOps: false,
   read: (t, at) => `(*(const ${t}*)(${at}))`,
   write: (t, at, value) => `*(${t}*)(${at}) = ${value};`,
+  bfloat16: {
+    read: (lanes, at) => `tg_bf16_load<${lanes}>(${at})`,
+    write: (lanes, at, value) => `tg_bf16_store<${lanes}>(${at}, ${value});`,
+  },
 };
 
 function cLanguage(indexType: string, dialect: Dialect = C_DIALECT): Language {
@@ -342,6 +360,14 @@ function cLanguage(indexType: string, dialect: Dialect = C_DIALECT): Language {
     vector: {
       alignment: dialect.alignment,
       read: (buf, index, d, lanes, aligned) => {
+        // bfloat16 lanes are floats in registers and their bits in memory
+        if (d === dtypes.bfloat16)
+          return aligned && dialect.vectors.bfloat16
+            ? dialect.vectors.bfloat16.read(lanes, `${buf}+${index}`)
+            : dialect.vectors.of(
+                vectorType(d, lanes),
+                Array.from({ length: lanes }, (_, j) => `tg_bf16_to_float(${buf}[${index}+${j}])`),
+              );
         if (!aligned && !dialect.vectors.wholeOps)
           return dialect.vectors.of(
             vectorType(d, lanes),
@@ -350,6 +376,16 @@ function cLanguage(indexType: string, dialect: Dialect = C_DIALECT): Language {
         return dialect.vectors.read(vectorType(d, lanes), `${buf}+${index}`, aligned);
       },
       write: (buf, index, value, d, lanes, aligned) => {
+        if (d === dtypes.bfloat16 && aligned && dialect.vectors.bfloat16)
+          return dialect.vectors.bfloat16.write(lanes, `${buf}+${index}`, value);
+        if (d === dtypes.bfloat16) {
+          const v = `v_${lanes}`;
+          const parts = Array.from(
+            { length: lanes },
+            (_, j) => `${buf}[${index}+${j}] = tg_float_to_bf16(${v}[${j}]);`,
+          );
+          return `{ ${vectorType(d, lanes)} ${v} = ${value}; ${parts.join(' ')} }`;
+        }
         if (!aligned && !dialect.vectors.wholeOps) {
           const v = `v_${lanes}`;
           const parts = Array.from({ length: lanes }, (_, j) => `${buf}[${index}+${j}] = ${v}[${j}];`);

@@ -53,6 +53,11 @@ const PROGRAMS: Record<string, () => Tensor> = {
       .maximum(0),
   'matmul float16 (TC)': () => x([32, 32], dtypes.float16).matmul(x([32, 16], dtypes.float16)),
   'matmul bfloat16 (TC)': () => x([16, 32], dtypes.bfloat16).matmul(x([32, 24], dtypes.bfloat16)),
+  // operands in memory, as STAGE wants them (computed ones would be recomputed per element)
+  'staged matmul bfloat16 (TC, STAGE)': () =>
+    Tensor.empty([512, 512], { device: 'SIMT', dtype: dtypes.bfloat16 }).matmul(
+      Tensor.empty([512, 512], { device: 'SIMT', dtype: dtypes.bfloat16 }),
+    ),
   'matmul tf32 (TC)': () => x([32, 16]).matmul(x([16, 16])),
   'conv float16 (TC)': () =>
     x([1, 16, 4, 16], dtypes.float16).conv2d(x([8, 16, 3, 3], dtypes.float16), undefined, { padding: 1 }),
@@ -95,6 +100,17 @@ describe('CUDA renderer', () => {
     expect(source).toContain('typedef tg_vec<float, 4> tg_float4;');
     expect(source).toMatch(/tg_float4 val\d+ = \(\*\(const tg_float4\*\)\(data\d\+alu\d+\)\);/);
     expect(source).toMatch(/\*\(tg_float4\*\)\(data0\+alu\d+\) = alu\d+;/);
+  });
+
+  it('moves vectors of bfloat16 as their bits (tg_bf16_load/store), never as the floats they compute in', () => {
+    const staged = sources()
+      .filter(([n]) => n.includes('staged_matmul_bfloat16'))
+      .map(([, source]) => source)
+      .join('\n');
+    expect(staged).toMatch(/tg_float8 val\d+ = tg_bf16_load<8>\(data\d\+alu\d+\);/);
+    expect(staged).toMatch(/tg_bf16_store<8>\(temp\d\+alu\d+, val\d+\);/);
+    // a float vector read or written through a pointer to bfloat16 bits reads twice the bytes, misaligned
+    expect(staged).not.toMatch(/\(const tg_float\d+\*\)|\(tg_float\d+\*\)/);
   });
 
   it('runs tensor cores as mma.sync: float16 and bfloat16 packed in pairs, float32 through cvt.rna.tf32', () => {
