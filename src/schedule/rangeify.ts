@@ -230,6 +230,11 @@ class KernelBuilder {
   step(x: UOp): UOp {
     let [u, ...idx] = x.src as [UOp, ...UOp[]];
     const valid = idx.pop()!;
+    // a view of a constant is the constant: no index arithmetic (a JS number beside a tensor is one)
+    let v = u;
+    while ((INDEX_MAPS[v.op] !== undefined || GroupOp.Marker.has(v.op)) && this.realizedBuf(v) === undefined)
+      v = v.src[0]!;
+    if (v.op === Ops.CONST) return v;
     // a run of index maps and markers is one step: a chain of 100,000 views is not 100,000 rewrites of one node
     for (;;) {
       const buf = this.realizedBuf(u);
