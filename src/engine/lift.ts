@@ -83,6 +83,8 @@ function structureOf(nodes: readonly UOp[]): string {
 class Alike<K> {
   private values: readonly ConstValue[] | undefined;
   private positions: readonly number[] = [];
+  /** The lifted ASTs the steps share, by their positions. */
+  private readonly asts = new Map<string, UOp>();
 
   constructor(private readonly steps: readonly KernelStep<K>[]) {}
 
@@ -105,7 +107,6 @@ class Alike<K> {
     if (ast === undefined) this.asts.set(key, (ast = build()));
     return ast;
   }
-  private readonly asts = new Map<string, UOp>();
 }
 
 /** Gives the steps of a plan that differ only in their constants' values (see Alike) their group. */
