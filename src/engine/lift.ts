@@ -1,8 +1,10 @@
 // Run-time constants: callify turns the constants a graph computes with into numbered placeholders, so a graph
 // that differs only in them (a scale, a step size, a fill value) reuses the schedule. Each kernel compiles with
 // its constants baked (and folded) for the first values it meets; a constant that later takes another value is
-// read from a one-element buffer by a second program, so structural constants (identities, decompositions,
-// a mask's 0) never leave the kernel. Constants past the device's arguments per kernel are baked instead.
+// read from a buffer (one per dtype) by a second program, so structural constants (identities, decompositions,
+// a mask's 0) never leave the kernel. Kernels of one plan that differ only in their constants' values (a wide
+// sum's leaves, a cat's groups) read the values that differ between them from the start and share one program.
+// Constants whose buffers would pass the device's arguments per kernel are baked instead.
 import { AddrSpace, type ConstValue, type DType, dtypes, toStorage } from '../dtype.ts';
 import { ContextVar } from '../helpers.ts';
 import { DeviceBuffer } from '../runtime/buffer.ts';
@@ -21,18 +23,116 @@ const isPlaceholder = (u: UOp) => u.op === Ops.CONST && typeof u.tag === 'number
 export type CompileKernel<K> = (ast: UOp) => K;
 
 /** The placeholders of a kernel AST, in graph order. */
-const placeholdersOf = (ast: UOp) => ast.toposort().filter(isPlaceholder);
+const placeholdersOf = (nodes: readonly UOp[]) => nodes.filter(isPlaceholder);
 
 /** The AST with each placeholder replaced by its constant. */
 export function bake(ast: UOp, values: readonly ConstValue[]): UOp {
-  const by = new Map(placeholdersOf(ast).map((p) => [p, UOp.const(p.dtype, values[p.tag as number]!)]));
+  const by = new Map(
+    placeholdersOf(ast.toposort()).map((p) => [p, UOp.const(p.dtype, values[p.tag as number]!)]),
+  );
   return substitute(ast, by);
 }
 
-/** A load of element 0 of the kernel's buffer parameter `slot`, one element of dtype d. */
-function loadOf(slot: number, d: DType): UOp {
-  const param = UOp.make(Ops.PARAM, [UOp.shapeVec([1])], { slot, dtype: d, addrspace: AddrSpace.GLOBAL });
-  return UOp.make(Ops.LOAD, [UOp.make(Ops.INDEX, [param, UOp.const(dtypes.index, 0)])]);
+/** A load of element `at` of the kernel's buffer parameter `slot`, `size` elements of dtype d. */
+function loadOf(slot: number, d: DType, at: number, size: number): UOp {
+  const param = UOp.make(Ops.PARAM, [UOp.shapeVec([size])], { slot, dtype: d, addrspace: AddrSpace.GLOBAL });
+  return UOp.make(Ops.LOAD, [UOp.make(Ops.INDEX, [param, UOp.const(dtypes.index, at)])]);
+}
+
+/**
+ * Lifted constants travel in one buffer per dtype, in order (a CPU kernel call takes at most 64 arguments, and
+ * a kernel may read thousands of constants): the placeholders at `positions` (indices into a step's), by buffer.
+ */
+function packed(
+  positions: readonly number[],
+  placeholders: readonly UOp[],
+): { dtype: DType; positions: number[] }[] {
+  const buffers: { dtype: DType; positions: number[] }[] = [];
+  for (const j of positions) {
+    const dtype = placeholders[j]!.dtype;
+    const b = buffers.find((x) => x.dtype === dtype);
+    if (b === undefined) buffers.push({ dtype, positions: [j] });
+    else b.positions.push(j);
+  }
+  return buffers;
+}
+
+/** A node's value as structure: a placeholder's number left out, -0 told from 0. */
+const constText = (u: UOp) =>
+  isPlaceholder(u) ? '?' : Object.is(u.constValue, -0) ? '-0' : String(u.constValue);
+
+/**
+ * The AST's structure without its placeholders' numbers (two kernels of a plan that differ only in the values
+ * of their constants have equal structures): each node's op, dtype, arg, tag and sources by position.
+ */
+function structureOf(nodes: readonly UOp[]): string {
+  const index = new Map<UOp, number>();
+  const parts = new Array<string>(nodes.length);
+  nodes.forEach((u, i) => {
+    index.set(u, i);
+    let text = `${u.op}|${u.dtype.name}|${u.op === Ops.CONST ? constText(u) : `${u._argKey}|${u.tag}`}`;
+    for (const x of u.src) text += `,${index.get(x)}`;
+    parts[i] = text;
+  });
+  return parts.join(';');
+}
+
+/**
+ * Steps of one plan whose ASTs differ only in their constants' values (the leaves of a wide sum, the pieces of a
+ * cat, the layers of a stack): the constants whose values differ between them are read at run time from the
+ * start, so that they share one program instead of compiling one each.
+ */
+class Alike<K> {
+  private values: readonly ConstValue[] | undefined;
+  private positions: readonly number[] = [];
+  /** The lifted ASTs the steps share, by their positions. */
+  private readonly asts = new Map<string, UOp>();
+
+  constructor(private readonly steps: readonly KernelStep<K>[]) {}
+
+  /** The placeholders (indices into each step's) whose values differ between the steps for these graph values. */
+  varying(values: readonly ConstValue[]): readonly number[] {
+    if (values === this.values) return this.positions;
+    const [head, ...rest] = this.steps.map((s) => s.valuesOf(values));
+    this.values = values;
+    this.positions = head!.flatMap((v, j) => (rest.some((r) => !Object.is(r[j], v)) ? [j] : []));
+    return this.positions;
+  }
+
+  /**
+   * The steps' AST reading the placeholders at these positions: one for all of them, since the steps first ran
+   * together and every placeholder left baked had one value in all (those that differed are always lifted).
+   */
+  lifted(positions: readonly number[], build: () => UOp): UOp {
+    const key = positions.join();
+    let ast = this.asts.get(key);
+    if (ast === undefined) this.asts.set(key, (ast = build()));
+    return ast;
+  }
+}
+
+/** Gives the steps of a plan that differ only in their constants' values (see Alike) their group. */
+export function groupAlike<K>(steps: readonly KernelStep<K>[]): void {
+  const groups = new Map<string, KernelStep<K>[]>();
+  for (const step of steps) {
+    if (step.placeholderCount === 0) continue;
+    const key = step.structure();
+    const group = groups.get(key);
+    if (group === undefined) groups.set(key, [step]);
+    else group.push(step);
+  }
+  for (const group of groups.values()) {
+    if (group.length < 2) continue;
+    const alike = new Alike(group);
+    for (const step of group) step.alike = alike;
+  }
+}
+
+/** A program reading the placeholders at `positions` (indices into a step's) at run time: its AST, once compiled its kernel. */
+interface Lifted<K> {
+  positions: number[];
+  ast: UOp;
+  kernel?: K;
 }
 
 /** One kernel of a plan: its AST with placeholders, and the programs it has compiled to. */
@@ -40,9 +140,13 @@ export class KernelStep<K> {
   private readonly placeholders: UOp[];
   /** The values of its placeholders the first time it ran: the baked program's. */
   private first: ConstValue[] | undefined;
-  private baked: K | undefined;
-  /** The placeholders (indices into `placeholders`) read at run time, and the program reading them. */
-  private lifted: { positions: number[]; kernel: K } | undefined;
+  private baked: { ast: UOp; kernel?: K } | undefined;
+  /** The program reading placeholders at run time. */
+  private lifted: Lifted<K> | undefined;
+  /** The lifted AST `pending` made for `program` to compile (not yet this step's program). */
+  private next: Lifted<K> | undefined;
+  /** The plan's other steps that differ from this one only in their constants' values. */
+  alike: Alike<K> | undefined;
 
   constructor(
     private readonly ast: UOp,
@@ -50,69 +154,111 @@ export class KernelStep<K> {
     readonly bytes: number,
     private readonly device: string,
   ) {
-    this.placeholders = placeholdersOf(ast);
+    this.placeholders = placeholdersOf(ast.toposort());
+  }
+
+  get placeholderCount(): number {
+    return this.placeholders.length;
+  }
+
+  /** The AST's structure without its placeholders' numbers. */
+  structure(): string {
+    return structureOf(this.ast.toposort());
   }
 
   /**
    * The AST this step has no program for yet and would compile to run with these values, else undefined;
-   * changes nothing (the engine compiles a plan's new kernels together before `program` asks for them).
+   * changes nothing but the ASTs it remembers (the engine compiles a plan's new kernels together before
+   * `program` asks for them).
    */
   pending(values: readonly ConstValue[]): UOp | undefined {
     if (LIFT.value === 0) return bake(this.ast, values);
     const mine = this.valuesOf(values);
     const first = this.first ?? mine;
-    const positions = this.liftedFor(mine, first);
-    if (positions === undefined) return this.baked === undefined ? this.astReading([], first) : undefined;
+    const positions = this.liftedFor(mine, first, values);
+    if (positions === undefined) {
+      if (this.baked?.kernel !== undefined) return undefined;
+      return (this.baked ??= { ast: this.astReading([], first) }).ast;
+    }
     if (!this.fits(positions)) return bake(this.ast, values);
-    return positions === this.lifted?.positions ? undefined : this.astReading(positions, first);
+    if (positions === this.lifted?.positions) return undefined;
+    return this.liftedAst(positions, first).ast;
   }
 
-  /** The program for these graph values, and the one-element buffers of the constants it reads at run time. */
+  /** The program for these graph values, and the buffers of the constants it reads at run time. */
   program(values: readonly ConstValue[], compile: CompileKernel<K>): { kernel: K; extra: DeviceBuffer[] } {
     // LIFT=0 compiles the AST of every new value (the program cache keeps each)
     if (LIFT.value === 0) return { kernel: compile(bake(this.ast, values)), extra: [] };
     const mine = this.valuesOf(values);
     const first = (this.first ??= mine);
-    const positions = this.liftedFor(mine, first);
-    if (positions === undefined)
-      return { kernel: (this.baked ??= compile(this.astReading([], first))), extra: [] };
+    const positions = this.liftedFor(mine, first, values);
+    if (positions === undefined) {
+      const baked = (this.baked ??= { ast: this.astReading([], first) });
+      return { kernel: (baked.kernel ??= compile(baked.ast)), extra: [] };
+    }
     if (!this.fits(positions)) return { kernel: compile(bake(this.ast, values)), extra: [] };
-    if (positions !== this.lifted?.positions)
-      this.lifted = { positions, kernel: compile(this.astReading(positions, first)) };
-    const extra = positions.map((j) => {
-      const d = this.placeholders[j]!.dtype;
-      return new DeviceBuffer(this.device, 1, d).allocate().copyin(toStorage(d, [mine[j]!]));
-    });
-    return { kernel: this.lifted.kernel, extra };
+    const lifted = this.liftedAst(positions, first);
+    lifted.kernel ??= compile(lifted.ast);
+    this.lifted = lifted;
+    const extra = packed(positions, this.placeholders).map(({ dtype, positions }) =>
+      new DeviceBuffer(this.device, positions.length, dtype).allocate().copyin(
+        toStorage(
+          dtype,
+          positions.map((j) => mine[j]!),
+        ),
+      ),
+    );
+    return { kernel: lifted.kernel, extra };
   }
 
-  /** Whether the kernel can take the constants at `positions` as arguments too; else they are baked (a compile per value). */
+  /** Whether the kernel can take the buffers of the constants at `positions` too; else they are baked (a compile per value). */
   private fits(positions: readonly number[]): boolean {
-    return this.refs.length + positions.length <= Device.get(this.device).maxBuffers();
+    return (
+      this.refs.length + packed(positions, this.placeholders).length <= Device.get(this.device).maxBuffers()
+    );
   }
 
-  private valuesOf(values: readonly ConstValue[]): ConstValue[] {
+  /** @internal The values of its placeholders among the graph's. */
+  valuesOf(values: readonly ConstValue[]): ConstValue[] {
     return this.placeholders.map((p) => values[p.tag as number]!);
   }
 
+  /** The lifted AST for these positions: the one this step has when they are its lifted program's, else a new one. */
+  private liftedAst(positions: number[], first: readonly ConstValue[]): Lifted<K> {
+    if (positions === this.lifted?.positions) return this.lifted;
+    if (this.next?.positions.join() !== positions.join()) {
+      const build = () => this.astReading(positions, first);
+      this.next = { positions, ast: this.alike?.lifted(positions, build) ?? build() };
+    }
+    return this.next;
+  }
+
   /**
-   * The placeholders to read at run time for these values: undefined where all are the first values, the
-   * lifted program's where it reads every one that differs, else those and the ones that differ now.
+   * The placeholders to read at run time for these values: undefined where all are the first values (and no
+   * alike step's differ), the lifted program's where it reads every one that differs, else those and the ones
+   * that differ now.
    */
-  private liftedFor(mine: readonly ConstValue[], first: readonly ConstValue[]): number[] | undefined {
+  private liftedFor(
+    mine: readonly ConstValue[],
+    first: readonly ConstValue[],
+    values: readonly ConstValue[],
+  ): number[] | undefined {
+    const varying = this.alike?.varying(values) ?? [];
     const differs = mine.flatMap((v, j) => (Object.is(v, first[j]) ? [] : [j]));
-    if (differs.length === 0) return undefined;
-    const known = this.lifted?.positions ?? [];
-    if (this.lifted !== undefined && differs.every((j) => known.includes(j))) return this.lifted.positions;
-    return [...new Set([...known, ...differs])].sort((a, b) => a - b);
+    if (differs.length === 0 && varying.length === 0) return undefined;
+    const known = new Set(this.lifted?.positions);
+    const needed = [...differs, ...varying];
+    if (this.lifted !== undefined && needed.every((j) => known.has(j))) return this.lifted.positions;
+    return [...new Set([...known, ...needed])].sort((a, b) => a - b);
   }
 
   /** The AST reading the placeholders at `positions` from buffer parameters after its own, the others baked at `first`. */
   private astReading(positions: readonly number[], first: readonly ConstValue[]): UOp {
     const by = new Map(this.placeholders.map((p, j) => [p, UOp.const(p.dtype, first[j]!)]));
-    positions.forEach((j, n) => {
-      const p = this.placeholders[j]!;
-      by.set(p, loadOf(this.refs.length + n, p.dtype));
+    packed(positions, this.placeholders).forEach(({ dtype, positions }, n) => {
+      positions.forEach((j, at) => {
+        by.set(this.placeholders[j]!, loadOf(this.refs.length + n, dtype, at, positions.length));
+      });
     });
     return substitute(this.ast, by);
   }

@@ -16,7 +16,7 @@ import { Ops } from '../uop/ops.ts';
 import type { UOp } from '../uop/uop.ts';
 import { allocateFor, deviceBuffer } from './buffers.ts';
 import { type Compiled, compileKernel, compileKernels, optsKey } from './compile.ts';
-import { bake, KernelStep } from './lift.ts';
+import { bake, groupAlike, KernelStep } from './lift.ts';
 
 interface Realizable {
   uop: UOp;
@@ -30,10 +30,11 @@ interface Runnable extends Omit<Plan, 'steps'> {
 
 const plans = new LRU<string, Runnable>();
 
-const runnable = (plan: Plan, device: string): Runnable => ({
-  ...plan,
-  steps: plan.steps.map(({ ast, refs, bytes }) => new KernelStep<Compiled>(ast, refs, bytes, device)),
-});
+function runnable(plan: Plan, device: string): Runnable {
+  const steps = plan.steps.map(({ ast, refs, bytes }) => new KernelStep<Compiled>(ast, refs, bytes, device));
+  groupAlike(steps);
+  return { ...plan, steps };
+}
 
 /** A kernel launch as a JIT records it: the program and the buffers it ran on. */
 export interface Launch {

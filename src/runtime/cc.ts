@@ -26,6 +26,13 @@ export const CFLAGS: readonly string[] = [
  * kernels carry their own vector types where lanes pay, so only scalar loops lose it. clang has no such flag.
  */
 const GCC_FLAGS: readonly string[] = ['-fno-tree-loop-vectorize'];
+/**
+ * float16 arithmetic computes in float and rounds to float16 after every op, as on hosts without native
+ * halves (and as the JS device does), so a kernel's bits do not depend on the host. With AVX512-FP16 (Sapphire
+ * Rapids), gcc 12 computes _Float16 natively and contracts a multiply and an add into one float16 FMA, and its
+ * SLP vectorizer drops float -> _Float16 -> float round trips (a cast to float16 had no effect).
+ */
+const NO_NATIVE_HALF: readonly string[] = ['-mno-avx512fp16'];
 export const LDFLAGS: readonly string[] = ['-lm'];
 
 /**
@@ -43,6 +50,8 @@ export interface CCompiler {
   readonly openmp: boolean;
   /** It has a half type: _Float16 (gcc 12+, clang 15+ on x86), or __fp16 (clang, ARM). */
   readonly halves: boolean;
+  /** -march=native gives it float16 arithmetic instructions (AVX512-FP16), which NO_NATIVE_HALF turns off. */
+  readonly nativeHalf: boolean;
 }
 
 /** Every flag a kernel compiles with. */
@@ -50,6 +59,7 @@ export const compileFlags = (cc: CCompiler): readonly string[] => [
   ...CFLAGS,
   ...(cc.version.includes('clang') ? [] : GCC_FLAGS),
   ...(cc.openmp ? OPENMP_FLAGS : []),
+  ...(cc.nativeHalf ? NO_NATIVE_HALF : []),
 ];
 
 const found = new Map<string, CCompiler | Error>();
@@ -103,7 +113,21 @@ function probeVersion(argv: string[]): CCompiler | undefined {
     encoding: 'utf8',
   }).stdout;
   const halves = /#define (__FLT16_MAX__|__clang__|__ARM_FP16_FORMAT_IEEE) /.test(macros ?? '');
-  return { argv, version: r.stdout.split('\n')[0]!.trim(), openmp: omp.status === 0, halves };
+  return {
+    argv,
+    version: r.stdout.split('\n')[0]!.trim(),
+    openmp: omp.status === 0,
+    halves,
+    nativeHalf: hasNativeHalf(argv),
+  };
+}
+
+/** Whether the compiler, for this -march (CFLAGS' native: the host), computes float16 with AVX512-FP16. */
+export function hasNativeHalf(argv: readonly string[], march = 'native'): boolean {
+  const r = spawnSync(argv[0]!, [...argv.slice(1), `-march=${march}`, '-dM', '-E', '-x', 'c', '/dev/null'], {
+    encoding: 'utf8',
+  });
+  return r.status === 0 && /\b__AVX512FP16__\b/.test(r.stdout);
 }
 
 const failure = (cc: CCompiler, names: string, why: string, source: string) =>

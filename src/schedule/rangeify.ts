@@ -94,14 +94,20 @@ const numel = (u: UOp) => u.shape!.reduce<number>((n, d) => n * (typeof d === 'n
  */
 function findRealized(roots: readonly UOp[]): Set<UOp> {
   const realized = new Set<UOp>();
-  const users = new Map<UOp, UOp[]>();
   const order = UOp.sink(...roots).toposort();
-  for (const u of order)
-    for (const s of u.src) {
-      const list = users.get(s);
-      if (list === undefined) users.set(s, [u]);
-      else list.push(u);
-    }
+  // each node's users, built where a reduce asks (a wide graph without reduces needs none)
+  let users: Map<UOp, UOp[]> | undefined;
+  const usersOf = () => {
+    if (users !== undefined) return users;
+    users = new Map();
+    for (const u of order)
+      for (const s of u.src) {
+        const list = users.get(s);
+        if (list === undefined) users.set(s, [u]);
+        else list.push(u);
+      }
+    return users;
+  };
   for (const r of roots) if (!isStorage(r)) realized.add(r);
   for (const u of order) if (u.op === Ops.CONTIGUOUS || u.op === Ops.AFTER) realized.add(u);
   const memo = new Map<UOp, boolean>();
@@ -117,7 +123,7 @@ function findRealized(roots: readonly UOp[]): Set<UOp> {
   for (const u of order) readsMemory.set(u, isStorage(u) || u.src.some((x) => readsMemory.get(x)));
   for (let i = order.length - 1; i >= 0; i--) {
     const u = order[i]!;
-    if (u.op === Ops.REDUCE && !realized.has(u) && readsMemory.get(u) && !fusable(u, users, realized))
+    if (u.op === Ops.REDUCE && !realized.has(u) && readsMemory.get(u) && !fusable(u, usersOf(), realized))
       realized.add(u);
   }
   return realized;
@@ -230,6 +236,11 @@ class KernelBuilder {
   step(x: UOp): UOp {
     let [u, ...idx] = x.src as [UOp, ...UOp[]];
     const valid = idx.pop()!;
+    // a view of a constant is the constant: no index arithmetic (a JS number beside a tensor is one)
+    let v = u;
+    while ((INDEX_MAPS[v.op] !== undefined || GroupOp.Marker.has(v.op)) && this.realizedBuf(v) === undefined)
+      v = v.src[0]!;
+    if (v.op === Ops.CONST) return v;
     // a run of index maps and markers is one step: a chain of 100,000 views is not 100,000 rewrites of one node
     for (;;) {
       const buf = this.realizedBuf(u);

@@ -15,6 +15,8 @@ export type OpNode<O extends Ops> = UOp & { readonly op: O; readonly arg: ArgOf<
 type Operand = UOp | ConstValue;
 
 let nextId = 0;
+/** Toposorts so far: each marks the nodes it reaches with its number. */
+let visits = 0;
 
 /** Hooks filled in by modules that UOp needs but that are built on top of it. */
 export const uopHooks: {
@@ -42,6 +44,8 @@ export class UOp {
   _addrspace: AddrSpace | null | undefined = undefined;
   /** @internal the sizes a STACK/VCONST holds when used as a shape */
   _sizes: readonly sint[] | undefined = undefined;
+  /** @internal the last toposort that reached this node (a mark, not a set: the walk is the hot loop of every pass) */
+  _visit = 0;
 
   private constructor(
     readonly op: Ops,
@@ -196,22 +200,26 @@ export class UOp {
 
   /** Every node this one depends on, itself last, sources before users (no recursion). */
   toposort(): UOp[] {
+    const visit = ++visits;
     const out: UOp[] = [];
-    const seen = new Set<UOp>();
-    const stack: [UOp, number][] = [[this, 0]];
-    seen.add(this);
-    while (stack.length) {
-      const top = stack[stack.length - 1]!;
-      const [u, i] = top;
+    const nodes: UOp[] = [this];
+    const next: number[] = [0];
+    this._visit = visit;
+    while (nodes.length) {
+      const top = nodes.length - 1;
+      const u = nodes[top]!;
+      const i = next[top]!;
       if (i < u.src.length) {
-        top[1]++;
+        next[top] = i + 1;
         const s = u.src[i]!;
-        if (!seen.has(s)) {
-          seen.add(s);
-          stack.push([s, 0]);
+        if (s._visit !== visit) {
+          s._visit = visit;
+          nodes.push(s);
+          next.push(0);
         }
       } else {
-        stack.pop();
+        nodes.pop();
+        next.pop();
         out.push(u);
       }
     }

@@ -161,6 +161,41 @@ describe('changing JS numbers', () => {
       );
     });
 
+    it(`a kernel reading more changing constants than a CPU call takes arguments runs on ${device}`, () => {
+      // 100 constants read at run time travel in one buffer (a CPU kernel call takes at most 64 arguments)
+      const sum = (k: number) => {
+        let s = x.mul(k);
+        for (let i = 1; i < 100; i++) s = s.add(x.mul(i + k));
+        return s;
+      };
+      const n = compilesIn(() => {
+        for (const k of [0, 1, 2])
+          expect([...sum(k).dataSync()]).toEqual(
+            xs.map((v) =>
+              Array.from({ length: 99 }, (_, i) => i + 1).reduce(
+                (s, i) => f32(s + f32(v * (i + k))),
+                f32(v * k),
+              ),
+            ),
+          );
+      });
+      expect(n).toBeLessThanOrEqual(2 * scheduleOf([sum(0)]).kernels.length);
+    });
+
+    it(`kernels of one plan that differ only in their constants share a program on ${device}`, () => {
+      // cat joins 256 pieces in 8 groups of 32: 8 kernels alike but for the values they scale by, and the join
+      const w = new Tensor([1, 2], { device });
+      const pieces = (k: number) => Tensor.cat(Array.from({ length: 256 }, (_, i) => w.mul(i + k)));
+      const n = compilesIn(() => {
+        for (const k of [0.25, 0.5, 1.5])
+          expect([...pieces(k).dataSync()]).toEqual(
+            Array.from({ length: 512 }, (_, j) => ((j >> 1) + k) * (1 + (j & 1))),
+          );
+      });
+      expect(scheduleOf([pieces(0.25)]).kernels.length).toBe(9);
+      expect(n).toBe(2); // (a program per kernel before)
+    });
+
     it(`a JIT replays captured values as before, with lifted kernels too, on ${device}`, () => {
       for (const warm of [false, true]) {
         if (warm) for (const c of [5, 6]) x.mul(c).add(1).realize(); // the shape is lifted before the capture
