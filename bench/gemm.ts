@@ -13,6 +13,7 @@ import { renderSIMT } from '../src/renderer/simt.ts';
 import { DeviceBuffer } from '../src/runtime/buffer.ts';
 import { Device } from '../src/runtime/device.ts';
 import { Tensor } from '../src/tensor/index.ts';
+import '../src/node.ts';
 
 const [device = 'CUDA', size = '4096', dtypeName = 'float16', ...optLists] = process.argv.slice(2);
 
