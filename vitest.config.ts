@@ -2,8 +2,9 @@ import { defineConfig } from 'vitest/config';
 
 // Vite puts DEV=1 (its mode flag) into process.env, which tsgrad would read as a device name. With an empty
 // kernel cache on a 2-core machine a test that compiles a few dozen C kernels takes well over vitest's 5 s.
-// CUDA_KERNELS collects the SIMT kernels' CUDA C for `npm run test:nvcc` (scripts/nvcc-kernels.ts).
-export const CUDA_KERNELS = 'node_modules/.cache/tsgrad-cuda-kernels';
+// CUDA_KERNELS (a folder; the environment's, else one in node_modules/.cache) collects the SIMT kernels' CUDA C
+// for `npm run test:nvcc` (scripts/nvcc-kernels.ts).
+export const CUDA_KERNELS = process.env.CUDA_KERNELS ?? 'node_modules/.cache/tsgrad-cuda-kernels';
 
 export default defineConfig({
   test: {
