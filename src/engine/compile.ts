@@ -15,16 +15,23 @@ import { printLinear, toCode } from '../uop/print.ts';
 import type { UOp } from '../uop/uop.ts';
 import { LIFT } from './lift.ts';
 
-/** Source renderers by the language a device compiles. */
-const RENDERERS: Record<KernelLanguage, (name: string, linear: UOp) => string> = {
-  C: renderC,
-  CUDA: renderCUDA,
-  JS: renderJS,
-  SIMT: renderSIMT,
-};
+type Renderer = (name: string, linear: UOp) => string;
 
-/** What DEBUG=4 shows where the source is not for reading: the emulated GPU's kernels as CUDA C. */
-const READABLE: Partial<Record<KernelLanguage, (name: string, linear: UOp) => string>> = { SIMT: renderCUDA };
+/** Source renderers by the language a device compiles, and what DEBUG=4 shows where that source is not for reading. */
+const RENDERERS = new Map<KernelLanguage, { render: Renderer; readable?: Renderer }>([
+  ['C', { render: renderC }],
+  ['CUDA', { render: renderCUDA }],
+  ['JS', { render: renderJS }],
+  ['SIMT', { render: renderSIMT, readable: renderCUDA }],
+]);
+
+/**
+ * Adds the renderer of a language: with its device's registerDevice line, what a new backend registers (its
+ * Backend.language() names the language).
+ */
+export function registerRenderer(language: KernelLanguage, render: Renderer, readable?: Renderer): void {
+  RENDERERS.set(language, { render, readable });
+}
 
 /**
  * Observers of the kernels rendered in one language, called with each one's linear program: the tests compile
@@ -160,7 +167,12 @@ function lower(ast: UOp, device: string, backend: Backend): Lowered {
     throw new Error(
       `device ${device} holds data only and runs no kernels: move the tensor first (.to('CPU'))`,
     );
-  const render = RENDERERS[language];
+  const renderer = RENDERERS.get(language);
+  if (renderer === undefined)
+    throw new Error(
+      `device ${device} compiles ${language}, for which no renderer is registered (registerRenderer); registered: ${[...RENDERERS.keys()].join(', ')}`,
+    );
+  const { render, readable } = renderer;
   const target = targetOf(backend);
   const lacks = backend.lacks();
   const searched =
@@ -172,7 +184,7 @@ function lower(ast: UOp, device: string, backend: Backend): Lowered {
   renderObservers.get(language)?.(name, linear);
   if (DEBUG.value >= 5) console.log(toCode(ast));
   if (DEBUG.value >= 6) console.log(printLinear(linear));
-  if (DEBUG.value >= 4) console.log(READABLE[language]?.(name, linear) ?? source);
+  if (DEBUG.value >= 4) console.log(readable?.(name, linear) ?? source);
   if (DEBUG.value >= 3) console.log(`${display}: ${opts.length ? printOpts(opts) : 'no opts'}`);
   return { name, source, display, flops };
 }

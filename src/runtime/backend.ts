@@ -6,11 +6,17 @@ import type { Allocator } from './allocator.ts';
 import type { DeviceBuffer } from './buffer.ts';
 import type { TensorCore } from './tensor-cores.ts';
 
-/** The device kinds; a device name is a kind, optionally with an index (`CPU:1`). */
-export type DeviceKind = 'CPU' | 'CUDA' | 'DISK' | 'JS' | 'NULL' | 'SIMT';
+/**
+ * A device kind, as registered (src/runtime/device.ts registerDevice: CPU, CUDA, DISK, JS, NULL, SIMT here); a
+ * device name is a kind, optionally with an index (`CPU:1`).
+ */
+export type DeviceKind = string;
 
-/** The source languages kernels are rendered in (a renderer each, chosen in engine/compile.ts). */
-export type KernelLanguage = 'C' | 'CUDA' | 'JS' | 'SIMT';
+/**
+ * A source language kernels are rendered in, with a renderer registered for it (src/engine/compile.ts
+ * registerRenderer: C, CUDA, JS, SIMT here).
+ */
+export type KernelLanguage = string;
 
 const NONE: ReadonlySet<Ops> = new Set();
 /** Every dtype a tensor may have. */
