@@ -314,3 +314,29 @@ describe('the kernels of a backward pass (64 x 512 through two 512 x 512 layers)
     expect(worst).toBeLessThan(1e-5);
   });
 });
+
+describe('a product no vector rule fits: conv 5x5 of a relu onto 6 x 6 (rows too short for lanes)', () => {
+  // ranges (4 batch, 8 channels out, 6, 6 | 8 channels in, 5, 5); the input's operand is computed (a relu)
+  const conv = (x: Tensor, w: Tensor) => x.relu().conv2d(w);
+  const { kernels } = scheduleOf([conv(tensor([4, 8, 10, 10]), tensor([8, 8, 5, 5]))]);
+  const product = kernels.find((k) => hasReduce(k.ast))!.ast;
+
+  it('gets scalar copies: 8 of the loaded weights per computed input value, 2 of the input', () => {
+    // after the THREAD split of the batch: (2 threads, 2 batch, 8 out, 6, 6 | 8, 5, 5)
+    expect(optsOf(product, target(AVX512))).toEqual([
+      split(0, 2, THREAD, true),
+      split(2, 8, UPCAST), // channels out: only the weights read them
+      split(1, 2, UPCAST), // batch: only the relu'd input reads it
+    ]);
+  });
+
+  it('computes what the unoptimized kernel computes', () => {
+    const v = (shape: number[], k: number) =>
+      new Tensor(
+        Float32Array.from({ length: shape.reduce((a, d) => a * d, 1) }, (_, i) => ((i * k) % 9) - 4),
+        { device: 'CPU' },
+      ).reshape(shape);
+    const run = () => conv(v([4, 8, 10, 10], 2), v([8, 8, 5, 5], 5)).tolist();
+    expect(run()).toEqual(Context.with({ NOOPT: 1 }, run));
+  });
+});
