@@ -99,10 +99,10 @@ const loadsReading = (operand: UOp, r: UOp) =>
   operand.toposort().filter((u) => u.op === Ops.LOAD && reads(address(u), r));
 
 /**
- * Register tiling of a sum of products: the innermost output axis that only one load reads becomes vector
- * lanes (one or two vectors of them; that load's vectors are reused by every row), and an output axis that
- * load does not read becomes rows (each row's scalar is reused by every lane), as many as half the vector
- * registers hold.
+ * Register tiling of a sum of products: the innermost output axis that only one operand reads becomes vector
+ * lanes (one, two or four vectors of them; that operand's vectors are reused by every row), and an output
+ * axis that operand does not read becomes rows (each row's scalar is reused by every lane), as many as half
+ * the vector registers hold.
  */
 function tile(ast: UOp, target: Target): Opt[] {
   const operands = productOperands(ast);
