@@ -2,31 +2,13 @@
 // max pool, conv 3x3 64 twice, batch norm, max pool, linear), 70 Adam steps of 512 random training images
 // (sampled on the device inside the JIT, as there), then the test accuracy. Prints the whole run's time with
 // compiles, and the steps' time once compiled. Usage: npx tsx bench/beautiful_mnist.ts [DEV] [steps]
-import { Adam, BatchNorm, Conv2d, Device, getParameters, jit, Linear, mnist, Tensor } from '../src/index.ts';
+import { Adam, Device, getParameters, jit, mnist, Tensor } from '../src/index.ts';
+import { Model, runningStats } from './beautiful-mnist-model.ts';
 
 const device = process.argv[2] ?? Device.default;
 const STEPS = Number(process.argv[3] ?? 70);
 const BATCH = 512;
 Device.default = device;
-
-class Model {
-  layers = [
-    new Conv2d(1, 32, 5),
-    new Conv2d(32, 32, 5),
-    new BatchNorm(32),
-    new Conv2d(32, 64, 3),
-    new Conv2d(64, 64, 3),
-    new BatchNorm(64),
-    new Linear(576, 10),
-  ] as const;
-
-  forward(x: Tensor): Tensor {
-    const [c1, c2, bn1, c3, c4, bn2, fc] = this.layers;
-    x = bn1.forward(c2.forward(c1.forward(x).relu()).relu()).maxPool2d();
-    x = bn2.forward(c4.forward(c3.forward(x).relu()).relu()).maxPool2d();
-    return fc.forward(x.flatten(1));
-  }
-}
 
 const t0 = performance.now();
 const data = mnist({ device });
@@ -40,11 +22,7 @@ const trainStep = jit(function trainStep(samples: Tensor) {
   const x = trainX.indexSelect(0, samples);
   const loss = model.forward(x).sparseCategoricalCrossentropy(trainY.indexSelect(0, samples));
   loss.backward();
-  // the running statistics are written by the step too: realized with it
-  const stats = model.layers.flatMap((l) =>
-    l instanceof BatchNorm ? [l.runningMean, l.runningVar, l.numBatchesTracked] : [],
-  );
-  opt.step(loss, ...stats.filter((t): t is Tensor => t !== undefined));
+  opt.step(loss, ...runningStats(model));
   Tensor.training = false;
   return loss;
 });

@@ -73,9 +73,13 @@ const rules = new PatternMatcher<Ctx>([
 /** Vector widths a lane range may have. */
 const LANE_COUNTS: ReadonlySet<number> = new Set([2, 4, 8, 16]);
 
+/** A reduce's UNROLL at least this long is made lanes even under UPCASTs (unrolls for overlap are shorter). */
+const WIDE_UNROLL = 8;
+
 /**
- * The range to make lanes of: the last (innermost) UPCAST an END closes, else the last UNROLL a REDUCE
- * closes (its lanes are reduced separately and combined after the loop), if its size is a vector width.
+ * The range to make lanes of, if its size is a vector width: the last (innermost) UNROLL a REDUCE closes when
+ * it is WIDE_UNROLL or longer (a sum of products contiguous only along the reduce: each UPCAST copy sums its
+ * own vector of lanes, combined after the loop), else the innermost UPCAST an END closes, else the last UNROLL.
  */
 export function laneRange(ast: UOp): UOp | undefined {
   const closed = (op: Ops, type: AxisType) =>
@@ -84,8 +88,11 @@ export function laneRange(ast: UOp): UOp | undefined {
       .flatMap((u) => (u.op === op ? u.src.slice(1) : []))
       .filter((r) => r.argOf(Ops.RANGE).type === type && expands(r))
       .sort((a, b) => b.argOf(Ops.RANGE).id - a.argOf(Ops.RANGE).id)[0];
-  const last = closed(Ops.END, AxisType.UPCAST) ?? closed(Ops.REDUCE, AxisType.UNROLL);
-  return last !== undefined && LANE_COUNTS.has(Number(last.src[0]!.constValue)) ? last : undefined;
+  const size = (r: UOp) => Number(r.src[0]!.constValue);
+  const unroll = closed(Ops.REDUCE, AxisType.UNROLL);
+  const wide = unroll !== undefined && size(unroll) >= WIDE_UNROLL ? unroll : undefined;
+  const last = wide ?? closed(Ops.END, AxisType.UPCAST) ?? unroll;
+  return last !== undefined && LANE_COUNTS.has(size(last)) ? last : undefined;
 }
 
 /** Expands UPCAST and UNROLL ranges (lanes: the range to turn into a vector), then folds what they leave. */

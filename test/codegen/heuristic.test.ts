@@ -311,3 +311,101 @@ describe('register tiles of expensive bodies', () => {
     expect(Math.max(...error)).toBeLessThan(1e-5);
   });
 });
+
+describe('the kernels of a backward pass (64 x 512 through two 512 x 512 layers)', () => {
+  // forward relu(x @ w1 + b1) @ w2, backward of a squared loss: every product has an operand computed in it
+  const layer = (out: number) => ({
+    w: tensor([512, out]).requiresGrad_(),
+    b: tensor([out]).requiresGrad_(),
+  });
+  const [l1, l2] = [layer(512), layer(512)];
+  const x = tensor([64, 512]);
+  const h = x.matmul(l1.w).add(l1.b).relu();
+  h.matmul(l2.w).add(l2.b).square().mean().backward();
+  const { kernels } = scheduleOf([l1.w.grad!, l2.w.grad!, l1.b.grad!, l2.b.grad!]);
+  const products = kernels.filter((k) => hasReduce(k.ast));
+  const named = (name: string) =>
+    products.filter((k) => lowerKernel(k.ast, { target: target(AVX512) }).name === name);
+
+  it('the input gradient reads the weight panels along the sum: 16-lane sums, 16 copies of the panel', () => {
+    // dy (computed through the relu's mask) @ panels^T: ranges (2 threads, 32 rows, 512 columns | 32, 16)
+    const [dx] = named('r_2_32_32_16_32_1_16');
+    expect(dx).toBeDefined();
+    expect(optsOf(dx!.ast, target(AVX512))).toEqual([
+      split(0, 2, THREAD, true),
+      split(4, 16, UNROLL), // the panel's 16 columns, contiguous in both operands: the lanes
+      split(2, 16, UPCAST), // columns, which only the panel reads: 16 sums share each vector of dy
+    ]);
+  });
+
+  it('where the rows are computed (a relu, its mask), tiles 4 vectors of columns by 4 rows, not 2 by 8', () => {
+    const opts = (name: string) => optsOf(named(name)[0]!.ast, target(AVX512));
+    // the second layer's forward, rows relu(x @ w1 + b1): the lanes' axis has one vector, the panels give 4
+    expect(opts('r_2_8_4_1_4_8_16_512').slice(0, 4)).toEqual([
+      split(0, 2, THREAD, true),
+      split(3, 16, UPCAST),
+      split(2, 4, UPCAST),
+      split(1, 4, UPCAST),
+    ]);
+    // the weight gradients: rows of the loaded x get 8 x 2 x 16, rows of the masked gradient 4 x 4 x 16
+    expect(opts('r_2_32_8_16_2_16_64')).toEqual([
+      split(0, 2, THREAD, true),
+      split(2, 16, UPCAST),
+      split(2, 2, UPCAST),
+      split(1, 8, UPCAST),
+    ]);
+    expect(opts('r_2_64_4_8_4_16_64')).toEqual([
+      split(0, 2, THREAD, true),
+      split(2, 16, UPCAST),
+      split(2, 4, UPCAST),
+      split(1, 4, UPCAST),
+    ]);
+  });
+
+  it('computes what the unoptimized kernels compute (32 x 256 through 256 x 256: the same rules apply)', () => {
+    const v = (shape: number[], k: number) =>
+      new Tensor(
+        Float32Array.from({ length: shape.reduce((a, d) => a * d, 1) }, (_, i) => ((i * k) % 7) / 7 - 0.4),
+        { device: 'CPU' },
+      ).reshape(shape);
+    const run = () => {
+      const w1 = v([256, 256], 3).requiresGrad_();
+      const w2 = v([256, 256], 5).requiresGrad_();
+      v([32, 256], 2).matmul(w1).relu().matmul(w2).square().mean().backward();
+      return [w1.grad!.sum(0).tolist(), w2.grad!.sum(1).tolist()] as number[][];
+    };
+    const got = run();
+    const want = Context.with({ NOOPT: 1 }, run);
+    // sums in another order: equal to float32 rounding
+    const worst = Math.max(
+      ...got.flatMap((g, i) => g.map((x, j) => Math.abs(x - want[i]![j]!) / Math.abs(want[i]![j]! || 1))),
+    );
+    expect(worst).toBeLessThan(1e-5);
+  });
+});
+
+describe('a product no vector rule fits: conv 5x5 of a relu onto 6 x 6 (rows too short for lanes)', () => {
+  // ranges (4 batch, 8 channels out, 6, 6 | 8 channels in, 5, 5); the input's operand is computed (a relu)
+  const conv = (x: Tensor, w: Tensor) => x.relu().conv2d(w);
+  const { kernels } = scheduleOf([conv(tensor([4, 8, 10, 10]), tensor([8, 8, 5, 5]))]);
+  const product = kernels.find((k) => hasReduce(k.ast))!.ast;
+
+  it('gets scalar copies: 8 of the loaded weights per computed input value, 2 of the input', () => {
+    // after the THREAD split of the batch: (2 threads, 2 batch, 8 out, 6, 6 | 8, 5, 5)
+    expect(optsOf(product, target(AVX512))).toEqual([
+      split(0, 2, THREAD, true),
+      split(2, 8, UPCAST), // channels out: only the weights read them
+      split(1, 2, UPCAST), // batch: only the relu'd input reads it
+    ]);
+  });
+
+  it('computes what the unoptimized kernel computes', () => {
+    const v = (shape: number[], k: number) =>
+      new Tensor(
+        Float32Array.from({ length: shape.reduce((a, d) => a * d, 1) }, (_, i) => ((i * k) % 9) - 4),
+        { device: 'CPU' },
+      ).reshape(shape);
+    const run = () => conv(v([4, 8, 10, 10], 2), v([8, 8, 5, 5], 5)).tolist();
+    expect(run()).toEqual(Context.with({ NOOPT: 1 }, run));
+  });
+});
