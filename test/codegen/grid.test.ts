@@ -1,10 +1,11 @@
 // GPU-style kernels: output axes as workgroups (GLOBAL) and threads (LOCAL) read from SPECIAL indices, run on the
 // SIMT emulator and compared with the JS device.
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { lowerKernel } from '../../src/codegen/index.ts';
 import { CPU_TARGET, type Opt, type Target } from '../../src/codegen/opt/opts.ts';
 import { dtypes } from '../../src/dtype.ts';
 import { scheduleOf } from '../../src/engine/realize.ts';
+import { Context } from '../../src/helpers.ts';
 import { Tensor } from '../../src/tensor/index.ts';
 import { AxisType, Ops } from '../../src/uop/ops.ts';
 
@@ -181,6 +182,34 @@ describe('heuristics for the SIMT target', () => {
       // GLOBAL blue (34), LOCAL cyan (36)
       expect(k!.display).toContain('\x1b[34m');
       expect(k!.display).toContain('\x1b[36m');
+    }
+  });
+
+  it('are printed at DEBUG=3 as they run: matmul, conv and softmax with GLOBAL and LOCAL axes, a big sum with GROUP', () => {
+    const log = vi.spyOn(console, 'log').mockImplementation(() => {});
+    const printed = (t: Tensor) => {
+      log.mockClear();
+      Context.with({ DEBUG: 3 }, () => t.realize());
+      // the opts lines: `name: opts`, the name's axes coloured by type
+      return log.mock.calls.map((c) => String(c[0])).filter((l) => /: (SPLIT|TC|no opts)/.test(l));
+    };
+    try {
+      const programs = {
+        matmul: ramp([64, 32], 'SIMT').matmul(ramp([32, 48], 'SIMT')),
+        conv: ramp([2, 4, 16, 16], 'SIMT').conv2d(ramp([8, 4, 3, 3], 'SIMT'), undefined, { padding: 1 }),
+        softmax: ramp([16, 1024], 'SIMT').realize().softmax(1),
+      };
+      for (const t of Object.values(programs)) {
+        const lines = printed(t);
+        // GLOBAL blue (34), LOCAL cyan (36)
+        expect(
+          lines.some((l) => l.includes('\x1b[34m') && l.includes('\x1b[36m') && l.includes(',LOCAL)')),
+        ).toBe(true);
+      }
+      const sum = printed(ramp([65536], 'SIMT').realize().sum());
+      expect(sum.some((l) => /SPLIT\(\d+,\d+,GROUP_REDUCE\)/.test(l))).toBe(true);
+    } finally {
+      log.mockRestore();
     }
   });
 
