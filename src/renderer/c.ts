@@ -8,7 +8,10 @@ import { Ops, opName } from '../uop/ops.ts';
 import type { UOp } from '../uop/uop.ts';
 import { type GpuLanguage, type Language, maxIndex, nonNegativeDivision, render } from './render.ts';
 
-/** The C type of a value. bfloat16 values live in floats (rounded after every op): gcc 12 has no __bf16 arithmetic (CUDA's are tg_bfloat: see Dialect.bfloat16). */
+/**
+ * The C type of a value. bfloat16 values live in floats (rounded after every op): gcc 12 has no __bf16 arithmetic
+ * (CUDA's are their bits: see Dialect.bfloat16).
+ */
 const C_TYPES = new Map<DType, string>([
   [dtypes.bool, '_Bool'],
   [dtypes.int8, 'signed char'],
