@@ -8,7 +8,10 @@ import { Ops, opName } from '../uop/ops.ts';
 import type { UOp } from '../uop/uop.ts';
 import { type GpuLanguage, type Language, maxIndex, nonNegativeDivision, render } from './render.ts';
 
-/** The C type of a value. bfloat16 values live in floats (rounded after every op): gcc 12 has no __bf16 arithmetic. */
+/**
+ * The C type of a value. bfloat16 values live in floats (rounded after every op): gcc 12 has no __bf16 arithmetic
+ * (CUDA's are their bits: see Dialect.bfloat16).
+ */
 const C_TYPES = new Map<DType, string>([
   [dtypes.bool, '_Bool'],
   [dtypes.int8, 'signed char'],
@@ -88,6 +91,12 @@ interface Dialect {
   alignment: number;
   /** How vectors are written: GCC's vector extensions (C), or CUDA's C++ (a struct of lanes, see CUDA_VECTORS). */
   vectors: VectorDialect;
+  /**
+   * The type of bfloat16 values where the dialect has one holding their bits (CUDA's tg_bfloat: it converts to
+   * float for arithmetic and rounds a float assigned to it), so that loads, stores and tensor-core operands move
+   * bits; else (C) they are floats rounded after every op, and their bits only in memory.
+   */
+  bfloat16?: string;
 }
 
 /** The vector constructs that differ between GCC's C and CUDA's C++. */
@@ -99,14 +108,6 @@ interface VectorDialect {
   wholeOps: boolean;
   read(type: string, address: string, aligned: boolean): string;
   write(type: string, address: string, value: string, aligned: boolean): string;
-  /**
-   * An aligned vector of bfloat16 (whose values are floats) read from and written to its bits in memory, where
-   * the dialect has helpers for it; else it moves lane by lane.
-   */
-  bfloat16?: {
-    read(lanes: number, address: string): string;
-    write(lanes: number, address: string, value: string): string;
-  };
 }
 
 /** A vector's address in a buffer, marked aligned to the vector's size where it is. */
@@ -144,13 +145,18 @@ template <typename T, int N> struct alignas(sizeof(T) * N > 16 ? 16 : sizeof(T) 
     tg_vec<T, N> r; for (int i = 0; i < N; i++) r[i] = a op b[i]; return r; }
 TG_VEC_OP(+) TG_VEC_OP(-) TG_VEC_OP(*) TG_VEC_OP(/)
 template <typename T, int N> __device__ inline tg_vec<T, N> operator-(tg_vec<T, N> a) {
-  tg_vec<T, N> r; for (int i = 0; i < N; i++) r[i] = -a[i]; return r; }
-template <int N> __device__ inline tg_vec<float, N> tg_bf16_load(const unsigned short *p) {
-  tg_vec<unsigned short, N> b = *(const tg_vec<unsigned short, N> *)p;
-  tg_vec<float, N> r; for (int i = 0; i < N; i++) r[i] = tg_bf16_to_float(b[i]); return r; }
-template <int N> __device__ inline void tg_bf16_store(unsigned short *p, tg_vec<float, N> v) {
-  tg_vec<unsigned short, N> b; for (int i = 0; i < N; i++) b[i] = tg_float_to_bf16(v[i]);
-  *(tg_vec<unsigned short, N> *)p = b; }`;
+  tg_vec<T, N> r; for (int i = 0; i < N; i++) r[i] = -a[i]; return r; }`;
+
+// A bfloat16 value as its bits: arithmetic sees the float it converts to (exactly, a shift), and a float assigned
+// to it (every op's result is declared as one) rounds to nearest even. Moving one (a load, a store, a tile copy,
+// a tensor-core operand) moves 16 bits, as a half does. Trivial, so that __shared__ arrays of it may exist.
+const CUDA_BFLOAT = `
+struct tg_bfloat {
+  unsigned short bits;
+  tg_bfloat() = default;
+  __device__ tg_bfloat(float f) : bits(tg_float_to_bf16(f)) {}
+  __device__ operator float() const { return tg_bf16_to_float(bits); }
+};`;
 
 const CUDA_VECTORS: VectorDialect = {
   typedef: (name, element, lanes) => `typedef tg_vec<${element}, ${lanes}> ${name};`,
@@ -158,10 +164,6 @@ const CUDA_VECTORS: VectorDialect = {
   wholeOps: false,
   read: (t, at) => `(*(const ${t}*)(${at}))`,
   write: (t, at, value) => `*(${t}*)(${at}) = ${value};`,
-  bfloat16: {
-    read: (lanes, at) => `tg_bf16_load<${lanes}>(${at})`,
-    write: (lanes, at, value) => `tg_bf16_store<${lanes}>(${at}, ${value});`,
-  },
 };
 
 function cLanguage(indexType: string, dialect: Dialect = C_DIALECT): Language {
@@ -199,9 +201,12 @@ function cLanguage(indexType: string, dialect: Dialect = C_DIALECT): Language {
       helpers.set(name, u.op === Ops.MAX ? vectorMax(name, t, mask) : vectorExp2(name, t, mask));
     return name;
   };
+  /** Whether bfloat16 values are floats here (rounded after every op, converted where memory holds their bits). */
+  const bf16AsFloat = (d: DType) => d === dtypes.bfloat16 && dialect.bfloat16 === undefined;
   const type = (d: DType): string => {
     if (d === dtypes.index) return indexType;
     if (d === dtypes.bool) return dialect.bool;
+    if (d === dtypes.bfloat16 && dialect.bfloat16 !== undefined) return dialect.bfloat16;
     const t = C_TYPES.get(d);
     if (t === undefined)
       throw new Error(
@@ -210,7 +215,7 @@ function cLanguage(indexType: string, dialect: Dialect = C_DIALECT): Language {
     return t;
   };
   /** The element type of a buffer: bfloat16 is stored as its bits. */
-  const storage = (d: DType) => (d === dtypes.bfloat16 ? 'unsigned short' : type(d));
+  const storage = (d: DType) => (bf16AsFloat(d) ? 'unsigned short' : type(d));
   const fn = (name: string, d: DType) => `${name}${mathSuffix(d)}`;
   /** The helper family for floor division: narrower integers promote to int. */
   const helper = (d: DType) => {
@@ -221,12 +226,10 @@ function cLanguage(indexType: string, dialect: Dialect = C_DIALECT): Language {
   /** The C type an integer computes in after the usual promotions. */
   const promoted = (d: DType) => (type(d).includes('long long') ? 'long long' : 'int');
   const bitcast = (x: string, from: DType, to: DType): string => {
-    // bfloat16 values are floats: reinterpret their bits, not the float
-    const src = from === dtypes.bfloat16 ? `tg_float_to_bf16(${x})` : x;
-    const fromType = from === dtypes.bfloat16 ? 'unsigned short' : type(from);
-    const toType = to === dtypes.bfloat16 ? 'unsigned short' : type(to);
-    const bits = dialect.bitcast(src, fromType, toType);
-    return to === dtypes.bfloat16 ? `tg_bf16_to_float(${bits})` : bits;
+    // bfloat16 values that are floats: reinterpret their bits, not the float
+    const src = bf16AsFloat(from) ? `tg_float_to_bf16(${x})` : x;
+    const bits = dialect.bitcast(src, storage(from), storage(to));
+    return bf16AsFloat(to) ? `tg_bf16_to_float(${bits})` : bits;
   };
   const expr = (u: UOp, a: readonly string[]): string => {
     const d = u.src[0]!.dtype;
@@ -338,18 +341,19 @@ function cLanguage(indexType: string, dialect: Dialect = C_DIALECT): Language {
     constant: (v, d) => {
       if (!d.isFloat) return intLiteral(v, d, indexType);
       const literal = floatLiteral(Number(v), d);
+      if (d === dtypes.bfloat16 && dialect.bfloat16 !== undefined) return `${dialect.bfloat16}(${literal})`;
       return d === dtypes.float16 ? dialect.half(literal) : literal;
     },
     alu: (u, a) => {
       if (u.lanes > 1) return vectorExpr(u, a);
       const e = expr(u, a);
-      // a bfloat16 result is rounded to bfloat16 (bitcasts and comparisons give exact values)
-      return u.dtype === dtypes.bfloat16 && u.op !== Ops.BITCAST ? `tg_bf16_round(${e})` : e;
+      // a bfloat16 result is rounded to bfloat16 (bitcasts and comparisons give exact values); a tg_bfloat
+      // rounds the float it is declared from
+      return bf16AsFloat(u.dtype) && u.op !== Ops.BITCAST ? `tg_bf16_round(${e})` : e;
     },
-    read: (buf, index, d) =>
-      d === dtypes.bfloat16 ? `tg_bf16_to_float(${buf}[${index}])` : `${buf}[${index}]`,
+    read: (buf, index, d) => (bf16AsFloat(d) ? `tg_bf16_to_float(${buf}[${index}])` : `${buf}[${index}]`),
     write: (buf, index, value, d) =>
-      `${buf}[${index}] = ${d === dtypes.bfloat16 ? `tg_float_to_bf16(${value})` : value};`,
+      `${buf}[${index}] = ${bf16AsFloat(d) ? `tg_float_to_bf16(${value})` : value};`,
     declare: (name, d, expr, lanes) => `${lanes > 1 ? vectorType(d, lanes) : type(d)} ${name} = ${expr};`,
     assign: (name, expr) => `${name} = ${expr};`,
     // one thread per iteration; a compiler without OpenMP (no _OPENMP) runs the loop serially
@@ -360,14 +364,12 @@ function cLanguage(indexType: string, dialect: Dialect = C_DIALECT): Language {
     vector: {
       alignment: dialect.alignment,
       read: (buf, index, d, lanes, aligned) => {
-        // bfloat16 lanes are floats in registers and their bits in memory
-        if (d === dtypes.bfloat16)
-          return aligned && dialect.vectors.bfloat16
-            ? dialect.vectors.bfloat16.read(lanes, `${buf}+${index}`)
-            : dialect.vectors.of(
-                vectorType(d, lanes),
-                Array.from({ length: lanes }, (_, j) => `tg_bf16_to_float(${buf}[${index}+${j}])`),
-              );
+        // bfloat16 lanes that are floats in registers are their bits in memory: converted lane by lane
+        if (bf16AsFloat(d))
+          return dialect.vectors.of(
+            vectorType(d, lanes),
+            Array.from({ length: lanes }, (_, j) => `tg_bf16_to_float(${buf}[${index}+${j}])`),
+          );
         if (!aligned && !dialect.vectors.wholeOps)
           return dialect.vectors.of(
             vectorType(d, lanes),
@@ -376,9 +378,7 @@ function cLanguage(indexType: string, dialect: Dialect = C_DIALECT): Language {
         return dialect.vectors.read(vectorType(d, lanes), `${buf}+${index}`, aligned);
       },
       write: (buf, index, value, d, lanes, aligned) => {
-        if (d === dtypes.bfloat16 && aligned && dialect.vectors.bfloat16)
-          return dialect.vectors.bfloat16.write(lanes, `${buf}+${index}`, value);
-        if (d === dtypes.bfloat16) {
+        if (bf16AsFloat(d)) {
           const v = `v_${lanes}`;
           const parts = Array.from(
             { length: lanes },
@@ -448,7 +448,8 @@ const WMMA_PTX: Record<
   bfloat16: {
     type: 'bf16',
     perRegister: 2,
-    pack: (x, y) => `((unsigned)tg_float_to_bf16(${x}) | ((unsigned)tg_float_to_bf16(${y}) << 16))`,
+    // tg_bfloat: the operands' bits, exact bfloat16 already
+    pack: (x, y) => `((unsigned)${x}.bits | ((unsigned)${y}.bits << 16))`,
   },
   float32: { type: 'tf32', perRegister: 1, pack: (x) => `tg_tf32(${x})` },
 };
@@ -569,7 +570,7 @@ static __device__ inline void tg_memcpy(void* d, const void* s, unsigned long lo
 template <class T, class F> static __device__ inline T tg_bitcast(F f) { T t; tg_memcpy(&t, &f, sizeof t); return t; }
 ${PRELUDE.replace('#include <math.h>', '')
   .replace(HALF, '\ntypedef half tg_half;')
-  .replaceAll('static inline', 'static __device__ inline')}${CUDA_VECTOR_PRELUDE}`;
+  .replaceAll('static inline', 'static __device__ inline')}${CUDA_BFLOAT}${CUDA_VECTOR_PRELUDE}`;
 const AXES = 'xyz';
 
 /** The sizes of a kernel's grid (gidx) and of its workgroups (lidx), x y z: 1 where a dimension is unused. */
@@ -609,6 +610,7 @@ export function renderCUDA(name: string, linear: UOp): string {
     bitcast: (x, from, to) => `tg_bitcast<${to}, ${from}>(${x})`,
     prelude: CUDA_PRELUDE,
     vectors: CUDA_VECTORS,
+    bfloat16: 'tg_bfloat',
     // cudaMalloc's allocations are aligned to 256 bytes; 16 is the widest load (float4)
     alignment: 16,
     gpu: {
