@@ -1,10 +1,11 @@
 # tinygrad's figures for bench/firststep.ts: the same three training steps (CPU, Adam), timed the same way.
 # Usage: PYTHONPATH=$TINYGRAD_PATH CACHEDB=<file> python3 bench/firststep_peer.py <mnist|mlp|transformer> <later>
 import json, math, sys, time
-from tinygrad import Device, Tensor, dtypes, nn
+from tinygrad import Tensor, dtypes, nn
+from tinygrad.helpers import DEV
 from tinygrad.nn.state import get_parameters
 
-Device.DEFAULT = "CPU"
+DEV.value = "CPU"
 model, later = sys.argv[1], int(sys.argv[2])
 
 class Net:  # examples/mnist-model.ts
