@@ -1,7 +1,8 @@
 // How coalesced the GPU kernels' global loads are: runs a workload's kernels on the SIMT emulator, sampled (a few
 // workgroups, each loop a few times), and prints for each LOAD the distinct 32-byte sectors a warp's request
 // touches and the share of those bytes used (100%: every sector's bytes used; 12.5%: 4 useful bytes in 32).
-// Usage: npx tsx bench/sectors.ts [conv|conv3|mnist|mlp|sum|gather]
+// Usage: npx tsx bench/sectors.ts [conv|conv3|mnist|step|mlp|sum|gather]
+import { Adam, BatchNorm, Conv2d, Device, getParameters, Linear } from '../src/index.ts';
 import { countSectors } from '../src/runtime/simt.ts';
 import { Tensor } from '../src/tensor/index.ts';
 
@@ -46,21 +47,57 @@ function mnist(): Tensor[] {
   return [...ws, fc].map((w) => w.grad!);
 }
 
-const WORKLOADS: Record<string, () => Tensor[]> = {
-  mnist,
-  conv: () => conv(512, 32, 24, 32, 5),
-  conv3: () => conv(512, 32, 12, 64, 3),
-  mlp,
-  sum: () => [empty([1 << 24]).sum()],
-  gather: () => [empty([60000, 784]).indexSelect(0, Tensor.randint([512], 0, 60000, { device }))],
+/** bench/steps_gpu.ts's beautiful_mnist training step (biases, BatchNorm in training, Adam): its very kernels. */
+function step(): () => void {
+  Device.default = device;
+  Tensor.manualSeed(0);
+  const layers = [
+    new Conv2d(1, 32, 5),
+    new Conv2d(32, 32, 5),
+    new BatchNorm(32),
+    new Conv2d(32, 64, 3),
+    new Conv2d(64, 64, 3),
+    new BatchNorm(64),
+    new Linear(576, 10),
+  ] as const;
+  const [c1, c2, bn1, c3, c4, bn2, fc] = layers;
+  const params = getParameters(layers);
+  params[0]!.realize(...params.slice(1));
+  const opt = new Adam(params);
+  Tensor.training = true;
+  let x = empty([512, 1, 28, 28]);
+  x = bn1.forward(c2.forward(c1.forward(x).relu()).relu()).maxPool2d();
+  x = bn2.forward(c4.forward(c3.forward(x).relu()).relu()).maxPool2d();
+  const loss = fc
+    .forward(x.flatten(1))
+    .sparseCategoricalCrossentropy(Tensor.randint([512], 0, 10, { device }));
+  loss.backward();
+  Tensor.training = false;
+  return () =>
+    opt.step(loss, ...[bn1, bn2].flatMap((l) => [l.runningMean!, l.runningVar!, l.numBatchesTracked!]));
+}
+
+/** A thunk realizing the tensors. */
+const realizing = (make: () => Tensor[]) => (): (() => void) => {
+  const outs = make();
+  return () => outs[0]!.realize(...outs.slice(1));
+};
+
+const WORKLOADS: Record<string, () => () => void> = {
+  mnist: realizing(mnist),
+  step,
+  conv: realizing(() => conv(512, 32, 24, 32, 5)),
+  conv3: realizing(() => conv(512, 32, 12, 64, 3)),
+  mlp: realizing(mlp),
+  sum: realizing(() => [empty([1 << 24]).sum()]),
+  gather: realizing(() => [empty([60000, 784]).indexSelect(0, Tensor.randint([512], 0, 60000, { device }))]),
 };
 
 const name = process.argv[2] ?? 'conv';
 const make = WORKLOADS[name];
 if (make === undefined)
   throw new Error(`sectors: no workload ${name}; one of ${Object.keys(WORKLOADS).join(', ')}`);
-const outs = make();
-const loads = countSectors(() => outs[0]!.realize(...outs.slice(1)), { groups: 4, trips: 2 });
+const loads = countSectors(make(), { groups: 4, trips: 2 });
 console.log(
   `${'kernel'.padEnd(44)} ${'load'.padStart(5)} ${'sectors/req'.padStart(11)} ${'used'.padStart(6)}`,
 );

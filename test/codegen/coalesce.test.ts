@@ -1,6 +1,7 @@
 // Coalesced GPU reads, counted on the SIMT emulator: the distinct 32-byte sectors each warp's global load touches
 // (countSectors runs the kernels sampled: a few workgroups, each loop twice).
 import { describe, expect, it } from 'vitest';
+import { Context } from '../../src/helpers.ts';
 import { countSectors, type LoadSectors } from '../../src/runtime/simt.ts';
 import { Tensor } from '../../src/tensor/index.ts';
 
@@ -38,6 +39,43 @@ describe('sector counts on SIMT', () => {
       expect(l.sectors / l.requests).toBeLessThanOrEqual(6);
       expect(l.bytes / (32 * l.sectors)).toBeGreaterThan(0.5);
     }
+  });
+
+  it('a conv weight gradient behind a bias and relu reads coalesced: a per-channel load before the loop does not count', () => {
+    // the bias, read once a thread before the reduce loops, is contiguous along the output axis ci: threads
+    // along ci read the input 576 floats apart (32 sectors a request)
+    const x0 = Tensor.empty([512, 32, 24, 24], { device });
+    const b = Tensor.empty([32], { device });
+    const w = Tensor.empty([32, 32, 5, 5], { device }).requiresGrad_();
+    const y = x0
+      .add(b.reshape([1, 32, 1, 1]))
+      .relu()
+      .conv2d(w);
+    y.backward(Tensor.empty(y.shape as number[], { device }));
+    const loads = countSectors(() => w.grad!.realize(), { groups: 2, trips: 2 });
+    const products = perKernel(loads).find((ls) => ls.length === 3)!;
+    expect(products).toHaveLength(3);
+    for (const l of products) expect(l.sectors / l.requests, `${l.kernel}:${l.pc}`).toBeLessThanOrEqual(6);
+  });
+
+  it('a conv weight gradient behind a bias and relu, its reduce shared by the threads, equals NOOPT', () => {
+    Tensor.manualSeed(1);
+    const x0 = Tensor.randn([2, 8, 12, 12], { device }).realize();
+    const b = Tensor.randn([8], { device }).realize();
+    const dy = Tensor.randn([2, 8, 10, 10], { device }).realize();
+    const grad = () => {
+      Tensor.manualSeed(2);
+      const wg = Tensor.randn([8, 8, 3, 3], { device }).realize().requiresGrad_();
+      x0.add(b.reshape([1, 8, 1, 1]))
+        .relu()
+        .conv2d(wg)
+        .backward(dy);
+      return wg.grad!.tolist() as number[][][][];
+    };
+    const want = Context.with({ NOOPT: 1 }, grad).flat(3);
+    grad()
+      .flat(3)
+      .forEach((v, i) => expect(v).toBeCloseTo(want[i]!, 3));
   });
 
   it("the 5x5 conv's input gradient stores its windows window-major: the sum over windows reads along x", () => {

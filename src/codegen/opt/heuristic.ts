@@ -544,7 +544,10 @@ function coalescedReduce(ast: UOp, target: Target): Opt[] {
   const axis = r === undefined ? -1 : ranges.indexOf(r);
   const n = r === undefined ? undefined : constSize(r);
   if (r === undefined || n === undefined || n < COALESCE_FROM) return [];
-  const loads = globalLoads(ast);
+  // loads in the reduce loops: one before them (a per-channel bias or scale, read contiguously along an
+  // output axis) is read once a thread, however its threads are laid out
+  const reduces = ranges.filter((x) => rangeArg(x).type === AxisType.REDUCE);
+  const loads = globalLoads(ast).filter((l) => reduces.some((x) => reads(l, x)));
   if (!loads.some((l) => stride(address(l), r) === 1)) return [];
   const localAxis = (o: UOp) =>
     rangeArg(o).type === AxisType.GLOBAL && dividing(constSize(o) ?? 0, LOCAL_FACTORS) !== undefined;
