@@ -2,9 +2,10 @@
 // workgroups, each loop a few times), and prints for each LOAD the distinct 32-byte sectors a warp's request
 // touches and the share of those bytes used (100%: every sector's bytes used; 12.5%: 4 useful bytes in 32).
 // Usage: npx tsx bench/sectors.ts [conv|conv3|mnist|step|mlp|sum|gather]
-import { Adam, BatchNorm, Conv2d, Device, getParameters, Linear } from '../src/index.ts';
+import { Adam, Device, getParameters } from '../src/index.ts';
 import { countSectors } from '../src/runtime/simt.ts';
 import { Tensor } from '../src/tensor/index.ts';
+import { Model, runningStats } from './beautiful-mnist-model.ts';
 
 const device = 'SIMT';
 const empty = (shape: number[]) => Tensor.empty(shape, { device });
@@ -51,30 +52,17 @@ function mnist(): Tensor[] {
 function step(): () => void {
   Device.default = device;
   Tensor.manualSeed(0);
-  const layers = [
-    new Conv2d(1, 32, 5),
-    new Conv2d(32, 32, 5),
-    new BatchNorm(32),
-    new Conv2d(32, 64, 3),
-    new Conv2d(64, 64, 3),
-    new BatchNorm(64),
-    new Linear(576, 10),
-  ] as const;
-  const [c1, c2, bn1, c3, c4, bn2, fc] = layers;
-  const params = getParameters(layers);
+  const model = new Model();
+  const params = getParameters(model);
   params[0]!.realize(...params.slice(1));
   const opt = new Adam(params);
   Tensor.training = true;
-  let x = empty([512, 1, 28, 28]);
-  x = bn1.forward(c2.forward(c1.forward(x).relu()).relu()).maxPool2d();
-  x = bn2.forward(c4.forward(c3.forward(x).relu()).relu()).maxPool2d();
-  const loss = fc
-    .forward(x.flatten(1))
+  const loss = model
+    .forward(empty([512, 1, 28, 28]))
     .sparseCategoricalCrossentropy(Tensor.randint([512], 0, 10, { device }));
   loss.backward();
   Tensor.training = false;
-  return () =>
-    opt.step(loss, ...[bn1, bn2].flatMap((l) => [l.runningMean!, l.runningVar!, l.numBatchesTracked!]));
+  return () => opt.step(loss, ...runningStats(model));
 }
 
 /** A thunk realizing the tensors. */

@@ -6,18 +6,8 @@
 import { spawnSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { stripVTControlCharacters } from 'node:util';
-import {
-  Adam,
-  BatchNorm,
-  Context,
-  Conv2d,
-  Device,
-  getParameters,
-  jit,
-  Linear,
-  type Tensor as T,
-  Tensor,
-} from '../src/index.ts';
+import { Adam, Context, Device, getParameters, jit, Linear, type Tensor as T, Tensor } from '../src/index.ts';
+import { Model, runningStats } from './beautiful-mnist-model.ts';
 
 const device = process.argv[2] ?? 'CUDA';
 const STEPS = Number(process.argv[3] ?? 20);
@@ -37,27 +27,17 @@ function mnist(): Workload {
   Tensor.manualSeed(0);
   const trainX = Tensor.rand([60000, 1, 28, 28]).realize();
   const trainY = Tensor.randint([60000], 0, 10).realize();
-  const layers = [
-    new Conv2d(1, 32, 5),
-    new Conv2d(32, 32, 5),
-    new BatchNorm(32),
-    new Conv2d(32, 64, 3),
-    new Conv2d(64, 64, 3),
-    new BatchNorm(64),
-    new Linear(576, 10),
-  ] as const;
-  const [c1, c2, bn1, c3, c4, bn2, fc] = layers;
-  const opt = new Adam(getParameters(layers));
-  const stats = [bn1, bn2].flatMap((l) => [l.runningMean!, l.runningVar!, l.numBatchesTracked!]);
+  const model = new Model();
+  const opt = new Adam(getParameters(model));
+  const stats = runningStats(model);
   return {
     title: 'beautiful_mnist step (batch 512)',
     step: (samples) => {
       Tensor.training = true;
       opt.zeroGrad();
-      let x = trainX.indexSelect(0, samples);
-      x = bn1.forward(c2.forward(c1.forward(x).relu()).relu()).maxPool2d();
-      x = bn2.forward(c4.forward(c3.forward(x).relu()).relu()).maxPool2d();
-      const loss = fc.forward(x.flatten(1)).sparseCategoricalCrossentropy(trainY.indexSelect(0, samples));
+      const loss = model
+        .forward(trainX.indexSelect(0, samples))
+        .sparseCategoricalCrossentropy(trainY.indexSelect(0, samples));
       loss.backward();
       opt.step(loss, ...stats);
       Tensor.training = false;
