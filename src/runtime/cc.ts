@@ -107,28 +107,28 @@ function probeVersion(argv: string[]): CCompiler | undefined {
       encoding: 'utf8',
     },
   );
-  // the macros src/renderer/c.ts picks its half type by
-  const macros = spawnSync(argv[0]!, [...argv.slice(1), ...CFLAGS, '-dM', '-E', '-x', 'c', '-'], {
-    input: '',
-    encoding: 'utf8',
-  }).stdout;
-  const halves = /#define (__FLT16_MAX__|__clang__|__ARM_FP16_FORMAT_IEEE) /.test(macros ?? '');
+  // one preprocessor run for what the host's -march gives: the half type src/renderer/c.ts picks, AVX512-FP16
+  const macros = predefinedMacros(argv);
   return {
     argv,
     version: r.stdout.split('\n')[0]!.trim(),
     openmp: omp.status === 0,
-    halves,
-    nativeHalf: hasNativeHalf(argv),
+    halves: /#define (__FLT16_MAX__|__clang__|__ARM_FP16_FORMAT_IEEE) /.test(macros),
+    nativeHalf: /\b__AVX512FP16__\b/.test(macros),
   };
 }
 
-/** Whether the compiler, for this -march (CFLAGS' native: the host), computes float16 with AVX512-FP16. */
-export function hasNativeHalf(argv: readonly string[], march = 'native'): boolean {
+/** The compiler's predefined macros for this -march (the host's by default), as `#define` lines. */
+function predefinedMacros(argv: readonly string[], march = 'native'): string {
   const r = spawnSync(argv[0]!, [...argv.slice(1), `-march=${march}`, '-dM', '-E', '-x', 'c', '/dev/null'], {
     encoding: 'utf8',
   });
-  return r.status === 0 && /\b__AVX512FP16__\b/.test(r.stdout);
+  return r.status === 0 ? r.stdout : '';
 }
+
+/** Whether the compiler, for this -march, computes float16 with AVX512-FP16 instructions. */
+export const hasNativeHalf = (argv: readonly string[], march: string): boolean =>
+  /\b__AVX512FP16__\b/.test(predefinedMacros(argv, march));
 
 const failure = (cc: CCompiler, names: string, why: string, source: string) =>
   new Error(
