@@ -180,7 +180,7 @@ export class KernelStep<K> {
       if (this.baked?.kernel !== undefined) return undefined;
       return (this.baked ??= { ast: this.astReading([], first) }).ast;
     }
-    if (!this.fits(positions)) return bake(this.ast, values);
+    if (!this.fits(packed(positions, this.placeholders).length)) return bake(this.ast, values);
     if (positions === this.lifted?.positions) return undefined;
     return this.liftedAst(positions, first).ast;
   }
@@ -196,11 +196,12 @@ export class KernelStep<K> {
       const baked = (this.baked ??= { ast: this.astReading([], first) });
       return { kernel: (baked.kernel ??= compile(baked.ast)), extra: [] };
     }
-    if (!this.fits(positions)) return { kernel: compile(bake(this.ast, values)), extra: [] };
+    const buffers = packed(positions, this.placeholders);
+    if (!this.fits(buffers.length)) return { kernel: compile(bake(this.ast, values)), extra: [] };
     const lifted = this.liftedAst(positions, first);
     lifted.kernel ??= compile(lifted.ast);
     this.lifted = lifted;
-    const extra = packed(positions, this.placeholders).map(({ dtype, positions }) =>
+    const extra = buffers.map(({ dtype, positions }) =>
       new DeviceBuffer(this.device, positions.length, dtype).allocate().copyin(
         toStorage(
           dtype,
@@ -211,11 +212,9 @@ export class KernelStep<K> {
     return { kernel: lifted.kernel, extra };
   }
 
-  /** Whether the kernel can take the buffers of the constants at `positions` too; else they are baked (a compile per value). */
-  private fits(positions: readonly number[]): boolean {
-    return (
-      this.refs.length + packed(positions, this.placeholders).length <= Device.get(this.device).maxBuffers()
-    );
+  /** Whether the kernel can take `buffers` more arguments (lifted constants); else they are baked (a compile per value). */
+  private fits(buffers: number): boolean {
+    return this.refs.length + buffers <= Device.get(this.device).maxBuffers();
   }
 
   /** @internal The values of its placeholders among the graph's. */
