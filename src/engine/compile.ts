@@ -1,7 +1,8 @@
 // The program stage: a kernel's AST is optimized and lowered (src/codegen), rendered for its device and
 // compiled, once per kernel content, device and opts in force.
 import { lowerKernel } from '../codegen/index.ts';
-import { ALLOW_TF32, NOOPT, TC, TC_OPT } from '../codegen/opt/heuristic.ts';
+import { NOOPT } from '../codegen/opt/heuristic.ts';
+import { ALLOW_TF32, TC, TC_OPT } from '../codegen/opt/heuristic-gpu.ts';
 import { CPU_TARGET, printOpts, type Target } from '../codegen/opt/opts.ts';
 import { BEAM, beamSearch } from '../codegen/opt/search.ts';
 import { ContextVar, DEBUG, sha256 } from '../helpers.ts';

@@ -2,7 +2,7 @@
 // The opts are read from lowerKernel, which runs handCodedOpts on the kernel after index simplification.
 import { describe, expect, it } from 'vitest';
 import { lowerKernel, optimizable } from '../../src/codegen/index.ts';
-import { capBody, expandedOps, MAX_BODY_OPS } from '../../src/codegen/opt/heuristic.ts';
+import { capBody, expandedOps, MAX_BODY_OPS } from '../../src/codegen/opt/body-cap.ts';
 import { applyOpts, CPU_TARGET, type Opt, type Target } from '../../src/codegen/opt/opts.ts';
 import { scheduleOf } from '../../src/engine/realize.ts';
 import { Context } from '../../src/helpers.ts';

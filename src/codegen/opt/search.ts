@@ -7,7 +7,7 @@ import { AxisType, Ops } from '../../uop/ops.ts';
 import type { UOp } from '../../uop/uop.ts';
 import { kernelName, type LowerOptions, lowerKernel } from '../index.ts';
 import { kernelRanges } from './axes.ts';
-import { ALLOW_TF32 } from './heuristic.ts';
+import { ALLOW_TF32 } from './heuristic-gpu.ts';
 import { CPU_TARGET, type Opt, printOpts, type Target } from './opts.ts';
 import { TC_PADS } from './tc.ts';
 

@@ -1,0 +1,296 @@
+// The CPU's hand-coded opts: THREAD splits, then register tiles in vector lanes (the first rule that fits).
+import { dtypes } from '../../dtype.ts';
+import { ALU, AxisType, Ops } from '../../uop/ops.ts';
+import type { UOp } from '../../uop/uop.ts';
+import { contiguousLanes, stride } from '../vectors.ts';
+import { constSize, kernelRanges, rangeArg } from './axes.ts';
+import { laneCounts, outputLanes } from './lanes.ts';
+import { address, dividing, isLoad, isLoop, loadsReading, productOperands, reads } from './operands.ts';
+import { applyOpts, type Opt, type Target } from './opts.ts';
+import { UNROLL_BY, UNROLL_FROM, unrolls } from './unrolls.ts';
+
+/** A reduce's UNROLL at least this wide becomes the lanes under UPCASTs (codegen/expand.ts's WIDE_UNROLL). */
+const WIDE_LANES = 8;
+
+/** Kernels with fewer iterations than this run on one thread: starting threads costs microseconds. */
+const THREAD_FROM = 1 << 16;
+
+/**
+ * Register tiling of a sum of products: the innermost output axis that only one operand reads becomes vector
+ * lanes (one, two or four vectors of them; that operand's vectors are reused by every row), and an output
+ * axis that operand does not read becomes rows (each row's scalar is reused by every lane), as many as half
+ * the vector registers hold.
+ */
+function tile(ast: UOp, target: Target): Opt[] {
+  const operands = productOperands(ast);
+  if (operands === undefined) return [];
+  const ranges = kernelRanges(ast);
+  const loops = ranges.filter((r) => isLoop(r) && constSize(r) !== undefined);
+  const lane = loops.filter((r) => reads(operands[0], r) !== reads(operands[1], r)).at(-1);
+  if (lane === undefined) return [];
+  const vector = reads(operands[0], lane) ? operands[0] : operands[1];
+  const vectorLoads = loadsReading(vector, lane);
+  const lanes = dividing(constSize(lane)!, laneCounts(target, vector.dtype.itemsize));
+  // lanes that are not contiguous would gather (matrix-vector products reduce in lanes instead)
+  if (lanes === undefined || !vectorLoads.every((l) => contiguousLanes(address(l), lane, lanes))) return [];
+  const row = loops
+    .filter((r) => r !== lane && !reads(vector, r))
+    .sort((a, b) => constSize(b)! - constSize(a)!)[0];
+  const splits: { r: UOp; factor: number; target: AxisType }[] = [];
+  const upcast = (r: UOp, factor: number) => splits.push({ r, factor, target: AxisType.UPCAST });
+  // half the registers hold accumulators, two vectors of lanes where 4 rows of them fit: on AVX-512 8 rows of
+  // 2 x 16 lanes, on AVX2 4 rows of 2 x 8 (both measured best); four where each row's value is computed (the
+  // relu of the layer before), so that it is computed for more columns at a time
+  const budget = (target.registers * 4) / vector.dtype.itemsize / 2;
+  const rowOperand = vector === operands[0] ? operands[1] : operands[0];
+  const want = budget < 4 * 2 * lanes ? 1 : isLoad(rowOperand) ? 2 : Math.min(4, budget / (4 * lanes));
+  upcast(lane, lanes);
+  // the vectors from the lane axis, else from another axis only the vector operand reads (a panel's)
+  const along =
+    dividing(
+      constSize(lane)! / lanes,
+      [4, 2].filter((f) => f <= want),
+    ) ?? 1;
+  if (along > 1) upcast(lane, along);
+  const beside = loops.filter((r) => r !== lane && reads(vector, r) && !reads(rowOperand, r)).at(-1);
+  const more =
+    (beside &&
+      dividing(
+        constSize(beside)!,
+        [4, 2].filter((f) => f * along <= want),
+      )) ??
+    1;
+  if (more > 1) upcast(beside!, more);
+  let tile = lanes * along * more;
+  const rows =
+    row &&
+    dividing(
+      constSize(row)!,
+      [16, 8, 4, 2].filter((f) => f * tile <= budget),
+    );
+  if (row !== undefined && rows !== undefined) {
+    upcast(row, rows);
+    tile *= rows;
+  }
+  // a small window (a conv's kernel) is unrolled whole, and where it slides along an output axis two
+  // neighbours on that axis share most of their loads
+  const windows = ranges.filter((r) => rangeArg(r).type === AxisType.REDUCE && (constSize(r) ?? 9) <= 4);
+  for (const r of windows) splits.push({ r, factor: constSize(r)!, target: AxisType.UNROLL });
+  const step = (r: UOp) => stride(address(vectorLoads[0]!), r);
+  const slide = loops.find(
+    (r) =>
+      r !== lane &&
+      r !== row &&
+      constSize(r)! % 2 === 0 &&
+      windows.some((w) => step(w) !== 0 && step(w) === step(r)),
+  );
+  const paired = slide !== undefined && tile * 2 <= budget;
+  if (paired) upcast(slide, 2);
+  // a split renumbers the axes after it: later axes are split first (a lane axis' lanes before its pairs)
+  const order = splits
+    .map((x, i) => ({ ...x, i }))
+    .sort((a, b) => ranges.indexOf(b.r) - ranges.indexOf(a.r) || a.i - b.i);
+  const opts: Opt[] = order.map(({ r, factor, target }) => ({
+    op: 'SPLIT',
+    axis: ranges.indexOf(r),
+    factor,
+    target,
+  }));
+  const columns = lanes * along * more * (paired ? 2 : 1);
+  if (columns <= (rows ?? 1) || footprint(ast, vector) <= CACHE_BYTES) return opts;
+  const tiled = applyOpts(ast, opts, target);
+  return [...opts, ...rowsInnermost(tiled, productOperands(tiled)![operands.indexOf(vector)]!)];
+}
+
+/** A block that fits this stays in cache between sweeps: the smaller L2 of the machines measured (AMD znver3). */
+const CACHE_BYTES = 512 * 1024;
+
+/** The bytes a load reads over the whole kernel: its dtype by the sizes of the ranges its address uses. */
+const footprint = (ast: UOp, operand: UOp) =>
+  kernelRanges(ast)
+    .filter((r) => reads(operand, r))
+    .reduce((n, r) => n * (constSize(r) ?? 1), operand.dtype.itemsize);
+
+/**
+ * SWAPs that move the loops the vector load does not read (the rows) inside the ones it reads, keeping each
+ * group's order. A tile of r rows by c columns reads a block of each load along the whole reduce; whichever
+ * load's loops run outside keeps its block in cache while the inner loops sweep the other load. Rows inside,
+ * the row load streams once per column block (M*K*N/c values); rows outside, the vector load streams once per
+ * row block (M*K*N/r), unless all of it fits in cache. So the rows go inside when c > r and the vector load
+ * does not fit: a 2048^3 matmul's 8x32 tile ran at 290 GFLOP/s so and 230 the other way, 4096^3 at 270 and
+ * 120; a conv's 16x16 tile (its window's loads shared by neighbours) was faster as it was.
+ */
+function rowsInnermost(ast: UOp, vector: UOp): Opt[] {
+  const ranges = kernelRanges(ast);
+  const loops = ranges.filter(isLoop);
+  const want = [...loops.filter((r) => reads(vector, r)), ...loops.filter((r) => !reads(vector, r))];
+  const at = loops.map((r) => ranges.indexOf(r));
+  const now = [...loops];
+  const opts: Opt[] = [];
+  want.forEach((r, i) => {
+    const j = now.indexOf(r);
+    if (j === i) return;
+    opts.push({ op: 'SWAP', axis: at[i]!, other: at[j]! });
+    [now[i], now[j]] = [now[j]!, now[i]!];
+  });
+  return opts;
+}
+
+/** Copies of each operand in a tile across lanes of the reduce, where both are loads (4 x 4 ran as 8 x 2). */
+const REDUCE_TILE = 4;
+
+/**
+ * Register tiling of a sum of products that reads contiguously only along its innermost reduce axis (A @ B^T:
+ * the transposed operand, as a layer's input gradient reads the forward's weight panels): that axis becomes
+ * vector lanes (an UNROLL of at least 8, which codegen makes the lanes under UPCASTs), and an output axis only
+ * one operand reads is upcast, so each vector of the other is used by every copy. Each copy sums its own
+ * vector, added up after the loop, in half the vector registers: 4 x 4 copies of two loads; where one operand
+ * is computed (the gradient through a relu's mask), all of them copies of the loaded one, so each computed
+ * vector serves them all. A 64x512 @ (512x512)^T input gradient on one AVX-512 core: 2.2 ms with the lanes
+ * alone, 0.6 tiled 4 x 4; through a relu's mask 3.2 ms 4 x 4, 1.9 8 x 2, 1.4 16 x 1.
+ */
+function reduceTile(ast: UOp, target: Target): Opt[] {
+  const operands = productOperands(ast);
+  if (operands === undefined) return [];
+  const ranges = kernelRanges(ast);
+  const inner = ranges.filter((r) => rangeArg(r).type === AxisType.REDUCE).at(-1);
+  if (inner === undefined) return [];
+  const loads = ast.toposort().filter((u) => u.op === Ops.LOAD && reads(address(u), inner));
+  const itemsize = Math.max(...operands.map((o) => o.dtype.itemsize));
+  const wide = laneCounts(target, itemsize).filter((f) => f >= WIDE_LANES);
+  const lanes = dividing(constSize(inner) ?? 0, wide);
+  if (lanes === undefined || !loads.length || !loads.every((l) => contiguousLanes(address(l), inner, lanes)))
+    return [];
+  let sums = (target.registers * 4) / itemsize / lanes / 2;
+  const computed = operands.filter((o) => !isLoad(o));
+  const copies: [UOp, UOp, number][] =
+    computed.length === 1
+      ? [[operands.find(isLoad)!, computed[0]!, sums]]
+      : [
+          [operands[0], operands[1], REDUCE_TILE],
+          [operands[1], operands[0], REDUCE_TILE],
+        ];
+  const loops = ranges.filter((r) => isLoop(r) && constSize(r) !== undefined);
+  const splits: { r: UOp; factor: number; target: AxisType }[] = [
+    { r: inner, factor: lanes, target: AxisType.UNROLL },
+  ];
+  for (const [mine, other, most] of copies) {
+    const r = loops.filter((x) => reads(mine, x) && !reads(other, x)).at(-1);
+    const factor =
+      r &&
+      dividing(
+        constSize(r)!,
+        [16, 8, 4, 2].filter((f) => f <= Math.min(sums, most)),
+      );
+    if (factor === undefined) continue;
+    splits.push({ r: r!, factor, target: AxisType.UPCAST });
+    sums /= factor;
+  }
+  // a split renumbers the axes after it: later axes first
+  return splits
+    .sort((a, b) => ranges.indexOf(b.r) - ranges.indexOf(a.r))
+    .map(({ r, factor, target }) => ({ op: 'SPLIT', axis: ranges.indexOf(r), factor, target }));
+}
+
+/** Copies in a tile of scalars, at most 8 along one axis (8 x 2 ran faster than 4 x 4 and 16 x 1). */
+const COPY_TILE = 16;
+
+/** The ops computing a value (not its index math): what an operand costs each time it is read. */
+const cost = (u: UOp) => u.toposort().filter((x) => x.dtype !== dtypes.index && ALU.has(x.op)).length;
+
+/**
+ * Copies of a sum of products that no vector rule fits (a conv's gradients: NCHW rows of 20 or 6, operands
+ * computed through pooling, batch norm and a relu): an output axis only the cheaper operand reads is upcast,
+ * so that each value of the costlier one serves its copies, then one only the costlier reads. beautiful_mnist
+ * at batch 64 on one core: conv2's weight gradient 10.5 s without copies, 4.0 s 4 x 4, 2.1 s 8 x 2; a 3x3
+ * conv's 1.1 s to 0.29 s.
+ */
+function copyTile(ast: UOp, _target: Target): Opt[] {
+  const operands = productOperands(ast);
+  if (operands === undefined) return [];
+  const [cheap, costly] = cost(operands[0]) <= cost(operands[1]) ? operands : [operands[1], operands[0]];
+  const ranges = kernelRanges(ast);
+  const loops = ranges.filter((r) => isLoop(r) && constSize(r) !== undefined);
+  const splits: { r: UOp; factor: number }[] = [];
+  let room = COPY_TILE;
+  for (const [mine, other] of [
+    [cheap, costly],
+    [costly, cheap],
+  ] as const) {
+    const only = loops.filter((x) => reads(mine, x) && !reads(other, x));
+    const fits = (x: UOp) =>
+      dividing(
+        constSize(x)!,
+        [8, 4, 2].filter((f) => f <= room),
+      );
+    const r = only.filter((x) => fits(x) !== undefined).sort((a, b) => fits(b)! - fits(a)!)[0];
+    if (r === undefined) continue;
+    splits.push({ r, factor: fits(r)! });
+    room /= fits(r)!;
+  }
+  return splits
+    .sort((a, b) => ranges.indexOf(b.r) - ranges.indexOf(a.r))
+    .map(({ r, factor }) => ({ op: 'SPLIT', axis: ranges.indexOf(r), factor, target: AxisType.UPCAST }));
+}
+
+/**
+ * Vector lanes along the innermost reduce axis when every load reads it contiguously (a matrix-vector
+ * product, a sum along rows): each lane sums its own elements, and the lanes are added after the loop.
+ */
+function unrollLanes(ast: UOp, target: Target): Opt[] {
+  const ranges = kernelRanges(ast);
+  const inner = ranges.filter((r) => rangeArg(r).type === AxisType.REDUCE).at(-1);
+  if (inner === undefined) return [];
+  const loads = ast.toposort().filter((u) => u.op === Ops.LOAD && reads(u, inner));
+  if (loads.length === 0) return [];
+  const itemsize = Math.max(...loads.map((l) => l.dtype.itemsize));
+  const lanes = dividing(constSize(inner) ?? 0, laneCounts(target, itemsize));
+  if (lanes === undefined) return [];
+  if (!loads.every((l) => contiguousLanes(address(l), inner, lanes)) || constSize(inner)! < 4 * lanes)
+    return [];
+  const axis = ranges.indexOf(inner);
+  const split = { op: 'SPLIT', axis, factor: lanes, target: AxisType.UNROLL } as const;
+  // and four vectors a step, so the adds into the accumulator do not wait on each other
+  const steps = constSize(inner)! / lanes;
+  return steps % UNROLL_BY === 0 && steps >= UNROLL_FROM ? [split, { ...split, factor: UNROLL_BY }] : [split];
+}
+
+/** Loops outside a THREAD loop may repeat its parallel region at most this often (each costs microseconds). */
+const MAX_REGIONS = 16;
+
+/**
+ * The outermost loop axis that divides among the threads split so, when the kernel is big enough to pay for
+ * them (a batch of 3 on 2 threads: the next axis, its parallel region entered 3 times).
+ */
+function threads(ast: UOp, target: Target): Opt[] {
+  const ranges = kernelRanges(ast);
+  const work = ranges.reduce((n, r) => n * (constSize(r) ?? 1), 1);
+  if (target.threads < 2 || work < THREAD_FROM) return [];
+  const counts = Array.from({ length: target.threads - 1 }, (_, i) => target.threads - i);
+  let regions = 1;
+  for (const [axis, r] of ranges.entries()) {
+    const n = constSize(r);
+    if (!isLoop(r) || n === undefined || regions > MAX_REGIONS) return [];
+    const factor = dividing(n, counts);
+    if (factor !== undefined) return [{ op: 'SPLIT', axis, factor, target: AxisType.THREAD, top: true }];
+    regions *= n;
+  }
+  return [];
+}
+
+/** Vector lanes on the CPU: the first of these rules that applies. */
+const VECTOR_RULES = [tile, reduceTile, outputLanes, unrollLanes, copyTile];
+
+/** The CPU's opts: threads, then vector lanes (the first rule that applies), then unrolls. */
+export function cpuOpts(ast: UOp, target: Target): Opt[] {
+  const opts = [...threads(ast, target)];
+  const threaded = applyOpts(ast, opts, target);
+  if (target.vectors)
+    for (const rule of VECTOR_RULES) {
+      const lanes = rule(threaded, target);
+      opts.push(...lanes);
+      if (lanes.length) break;
+    }
+  const unrolled = opts.some((o) => o.op === 'SPLIT' && o.target === AxisType.UNROLL);
+  return unrolled ? opts : [...opts, ...unrolls(applyOpts(ast, opts, target))];
+}

@@ -1,0 +1,275 @@
+// The GPU's hand-coded opts: tensor cores, workgroups (LOCAL, GROUP_REDUCE), register tiles, STAGE.
+import { AddrSpace } from '../../dtype.ts';
+import { ContextVar } from '../../helpers.ts';
+import { AxisType, Ops } from '../../uop/ops.ts';
+import type { UOp } from '../../uop/uop.ts';
+import { stride } from '../vectors.ts';
+import { constSize, kernelRanges, rangeArg } from './axes.ts';
+import { outputLanes } from './lanes.ts';
+import { address, dividing, isLoop, productLoads, productOperands, reads } from './operands.ts';
+import { applyOpts, type Opt, type Target } from './opts.ts';
+import { unrolls } from './unrolls.ts';
+
+/** TC=0 keeps the heuristics from tensor cores (as tinygrad's TC); TC_OPT=2 lets them pad axes to the tile. */
+export const TC = new ContextVar('TC', 1);
+export const TC_OPT = new ContextVar('TC_OPT', 0);
+/** Tensor cores that read float32 as tf32 (10 bits of mantissa) are chosen for float32 matmuls only when asked. */
+export const ALLOW_TF32 = new ContextVar('ALLOW_TF32', 0);
+
+/**
+ * TC on the innermost reduce axis where it is legal: the first of the target's tensor cores that takes the
+ * kernel's dtypes (tinygrad's hand-coded optimizations also try TC first).
+ */
+function tensorCores(ast: UOp, target: Target): Opt[] {
+  if (!TC.value) return [];
+  const ranges = kernelRanges(ast);
+  for (let axis = ranges.length - 1; axis >= 0; axis--) {
+    if (rangeArg(ranges[axis]!).type !== AxisType.REDUCE) continue;
+    for (const [tc, core] of target.tensorCores.entries()) {
+      if (core.tf32 && !ALLOW_TF32.value) continue;
+      const opt: Opt = { op: 'TC', axis, tc, opt: TC_OPT.value, mode: 1 };
+      try {
+        return [opt, ...tileUpcasts(applyOpts(ast, [opt], target))];
+      } catch {
+        // not this tensor core
+      }
+    }
+  }
+  return [];
+}
+
+/**
+ * Output tiles a lane computes along each tile axis TC left: 4 where the axis has a multiple of 4 and at least
+ * 8 tiles (tinygrad's hand-coded TC opts upcast M and N by 4 too), else 2 where it has an even count of at least
+ * 4 (half stay workgroups). Each WMMA operand fragment a lane loads then feeds 4 (or 2) instructions: a 4 x 4
+ * tile loads half the operand bytes per WMMA a 2 x 2 one does.
+ */
+function tileUpcasts(ast: UOp): Opt[] {
+  const wmma = ast.toposort().find((u) => u.op === Ops.WMMA)!;
+  // TC's tiles of M and N: the output axes one operand reads and the other does not
+  const tiles = kernelRanges(ast).flatMap((r, axis) =>
+    isLoop(r) &&
+    (constSize(r) ?? 1) % 2 === 0 &&
+    constSize(r)! >= 4 &&
+    wmma.src[0]!.toposort().includes(r) !== wmma.src[1]!.toposort().includes(r)
+      ? [axis]
+      : [],
+  );
+  // a split adds an axis after the one split: later axes first keeps the numbers
+  return tiles.reverse().map((axis) => {
+    const n = constSize(kernelRanges(ast)[axis]!)!;
+    return { op: 'SPLIT', axis, factor: n % 4 === 0 && n >= 8 ? 4 : 2, target: AxisType.UPCAST };
+  });
+}
+
+/** Threads a GPU workgroup gets from the heuristics, at most, and the LOCAL factors they try, largest first. */
+const LOCAL_THREADS = 128;
+const LOCAL_FACTORS = [32, 16, 8, 4, 2];
+
+/** A kernel with at most this many outputs shares its reduction among the threads of a group (GROUP_REDUCE). */
+const GROUP_OUTPUTS = 2048;
+const GROUP_FACTORS = [64, 32, 16, 8];
+
+/**
+ * GPU workgroups. Few outputs over a long reduction: the threads of a group share the reduction (GROUP_REDUCE
+ * of the innermost reduce axis long enough). Then LOCAL splits of up to three output axes, innermost first (neighbouring threads
+ * access neighbouring memory), within the threads left.
+ */
+function workgroups(ast: UOp, target: Target): Opt[] {
+  const opts: Opt[] = [];
+  let ranges = kernelRanges(ast);
+  // a tensor core's warp and a coalescing GROUP_REDUCE (coalescedReduce) are threads of the group already
+  const shared = ranges.filter((r) => SHARED_AXES.has(rangeArg(r).type));
+  let threads = shared.reduce((n, r) => n * constSize(r)!, 1);
+  const most = Math.min(LOCAL_THREADS, target.grid!.maxThreads);
+  const budget = () => most / threads;
+  const outputs = ranges.reduce(
+    (n, r) => (rangeArg(r).type === AxisType.GLOBAL ? n * (constSize(r) ?? GROUP_OUTPUTS) : n),
+    1,
+  );
+  // the innermost reduce axis long enough to share (each thread keeps at least 4 of its values)
+  const groupOf = (r: UOp) => {
+    const n = rangeArg(r).type === AxisType.REDUCE ? (constSize(r) ?? 0) : 0;
+    return dividing(
+      n,
+      GROUP_FACTORS.filter((f) => f <= budget() && f * 4 <= n),
+    );
+  };
+  let reduce = ranges.length - 1;
+  while (reduce >= 0 && groupOf(ranges[reduce]!) === undefined) reduce--;
+  const group = reduce < 0 ? undefined : groupOf(ranges[reduce]!);
+  if (outputs <= GROUP_OUTPUTS && group !== undefined && shared.length === 0) {
+    opts.push({ op: 'SPLIT', axis: reduce, factor: group, target: AxisType.GROUP_REDUCE });
+    threads *= group;
+    ranges = kernelRanges(applyOpts(ast, opts, target));
+  }
+  // a split adds a range after the one split, so going from the innermost axis outwards keeps axis numbers;
+  // a second pass fills the group where the first left it small (one output axis: 32 threads, then 4 x 32)
+  let made = 0;
+  for (let pass = 0; pass < 2 && threads < most; pass++)
+    for (let axis = ranges.length - 1; axis >= 0 && made < 3; axis--) {
+      const n = constSize(ranges[axis]!);
+      if (rangeArg(ranges[axis]!).type !== AxisType.GLOBAL || n === undefined) continue;
+      const factor = dividing(
+        n,
+        LOCAL_FACTORS.filter((f) => f <= budget()),
+      );
+      if (factor === undefined) continue;
+      opts.push({ op: 'SPLIT', axis, factor, target: AxisType.LOCAL });
+      threads *= factor;
+      made++;
+      ranges = kernelRanges(applyOpts(ast, opts, target));
+    }
+  return opts;
+}
+
+const SHARED_AXES: ReadonlySet<AxisType> = new Set([AxisType.WARP, AxisType.GROUP_REDUCE]);
+
+/** A reduce axis at least this long may be shared by threads so that a warp reads along it; at most a warp's. */
+const COALESCE_FROM = 8;
+const WARP_THREADS = 32;
+
+/** The global loads of a kernel (not accumulators or shared memory). */
+const globalLoads = (ast: UOp) =>
+  ast.toposort().filter((u) => u.op === Ops.LOAD && u.src[0]!.addrspace === AddrSpace.GLOBAL);
+
+/**
+ * Reads along a reduce axis on a GPU. LOCAL axes are output axes, so neighbouring threads read neighbouring
+ * memory only where some output axis is contiguous in the loads. A conv's weight gradient reads
+ * x[b, ci, y + ky, x + kx] into outputs (co, ci, ky, kx): contiguous only along the reduce axis x (and the
+ * output kx, 5 long), so threads along ci were 576 floats apart, 32 sectors a warp's request. Where a load
+ * reads the innermost reduce axis contiguously and none reads an output axis a LOCAL split could take so, the
+ * threads of a group share that axis (GROUP_REDUCE by its largest divisor up to a warp): a warp then reads a
+ * run of consecutive elements (other loads, a pooled gradient read at x / 2, are no farther apart than
+ * along an output axis).
+ */
+function coalescedReduce(ast: UOp, target: Target): Opt[] {
+  const ranges = kernelRanges(ast);
+  if (ranges.some((r) => rangeArg(r).type === AxisType.WARP)) return [];
+  const r = ranges.filter((x) => rangeArg(x).type === AxisType.REDUCE).at(-1);
+  const axis = r === undefined ? -1 : ranges.indexOf(r);
+  const n = r === undefined ? undefined : constSize(r);
+  if (r === undefined || n === undefined || n < COALESCE_FROM) return [];
+  // loads in the reduce loops: one before them (a per-channel bias or scale, read contiguously along an
+  // output axis) is read once a thread, however its threads are laid out
+  const reduces = ranges.filter((x) => rangeArg(x).type === AxisType.REDUCE);
+  const loads = globalLoads(ast).filter((l) => reduces.some((x) => reads(l, x)));
+  if (!loads.some((l) => stride(address(l), r) === 1)) return [];
+  const localAxis = (o: UOp) =>
+    rangeArg(o).type === AxisType.GLOBAL && dividing(constSize(o) ?? 0, LOCAL_FACTORS) !== undefined;
+  if (ranges.some((o) => localAxis(o) && loads.some((l) => stride(address(l), o) === 1))) return [];
+  const most = Math.min(WARP_THREADS, LOCAL_THREADS, target.grid!.maxThreads);
+  const factor = Array.from({ length: most }, (_, i) => most - i).find((f) => n % f === 0)!;
+  return factor < COALESCE_FROM ? [] : [{ op: 'SPLIT', axis, factor, target: AxisType.GROUP_REDUCE }];
+}
+
+/** A GPU kernel keeps at least this many workgroups after its register tiles (132 SMs on an H100, several each). */
+const TILE_MIN_GROUPS = 1024;
+const GPU_TILE = 4;
+
+/**
+ * Register tiles on a GPU: each thread computes GPU_TILE outputs along the innermost workgroup axis (an
+ * elementwise kernel: fewer, fuller threads) or GPU_TILE x GPU_TILE along the two innermost (a matmul or conv:
+ * each loaded value is used four times from a register), where enough workgroups remain. The LOCAL axes stay
+ * innermost, so each step of a thread's tile is still a coalesced row of the group. BEAM on an H100 chose such
+ * tiles (a 4096^3 float32 matmul: 5.4 TFLOP/s with LOCAL axes alone, 27 with 8 x 4 tiles).
+ */
+function gpuTiles(ast: UOp): Opt[] {
+  const ranges = kernelRanges(ast);
+  if (ranges.some((r) => rangeArg(r).type === AxisType.WARP)) return [];
+  let groups = ranges.reduce(
+    (n, r) => (rangeArg(r).type === AxisType.GLOBAL ? n * (constSize(r) ?? 1) : n),
+    1,
+  );
+  if (ranges.some((r) => rangeArg(r).type === AxisType.GROUP_REDUCE)) return sidedTiles(ast, groups);
+  const reduces = ranges.some((r) => rangeArg(r).type === AxisType.REDUCE);
+  if (reduces && productLoads(ast) === undefined) return [];
+  const opts: Opt[] = [];
+  // innermost first: a split adds its range after the one split, so outer axis numbers stay
+  for (let axis = ranges.length - 1; axis >= 0 && opts.length < (reduces ? 2 : 1); axis--) {
+    const n = constSize(ranges[axis]!);
+    if (rangeArg(ranges[axis]!).type !== AxisType.GLOBAL || n === undefined || n % GPU_TILE !== 0) continue;
+    if (groups / GPU_TILE < TILE_MIN_GROUPS) break;
+    opts.push({ op: 'SPLIT', axis, factor: GPU_TILE, target: AxisType.UPCAST });
+    groups /= GPU_TILE;
+  }
+  return reduces && opts.length < 2 ? [] : opts;
+}
+
+/**
+ * Register tiles of a sum of products whose threads share the reduce (coalescedReduce): GPU_TILE outputs along
+ * an output axis that only one factor reads, for each factor, so that each value a thread computes is used
+ * GPU_TILE times. A conv's weight gradient behind BatchNorm and relu recomputes both factors per product (the
+ * gradient, 15 ops, for every ci, ky, kx; the activation for every co): 30 ops a multiply-add, instruction-bound
+ * on an H100 (beautiful_mnist's 5x5 one: 6.3 ms, 2.6 ms with co x ci tiles of 4 x 4).
+ */
+function sidedTiles(ast: UOp, groups: number): Opt[] {
+  const sides = productOperands(ast);
+  if (sides === undefined || groups / GPU_TILE ** 2 < TILE_MIN_GROUPS) return [];
+  const ranges = kernelRanges(ast);
+  // the innermost output axis that side reads and the other does not
+  const only = (side: UOp, other: UOp) => {
+    for (let axis = ranges.length - 1; axis >= 0; axis--) {
+      const r = ranges[axis]!;
+      const n = constSize(r);
+      if (rangeArg(r).type !== AxisType.GLOBAL || n === undefined || n % GPU_TILE !== 0) continue;
+      if (reads(side, r) && !reads(other, r)) return axis;
+    }
+    return -1;
+  };
+  const axes = [only(sides[0], sides[1]), only(sides[1], sides[0])];
+  if (axes.some((a) => a < 0)) return [];
+  // a split adds its range after the one split: the later axis first keeps the other's number
+  return axes
+    .sort((a, b) => b - a)
+    .map((axis) => ({ op: 'SPLIT', axis, factor: GPU_TILE, target: AxisType.UPCAST }));
+}
+
+/** Tensor-core sums of products with at least this many multiply-adds stage their operands (256^3). */
+const STAGE_FROM = 1 << 24;
+/** K-tiles of a WMMA a staged tile holds: 32 elements of K between BARRIERs. */
+const STAGE_TILES = 2;
+
+/**
+ * STAGE (src/codegen/opt/stage.ts) on the reduce axis of a big matmul after TC (one reduce axis), split by
+ * UNROLL so that each tile holds STAGE_TILES WMMA steps of K (fewer BARRIERs), where the tiles fit the
+ * target's local memory; else unsplit; else none. The workgroup then reads each operand element from global
+ * memory once instead of once per warp that uses it: a 64 x 128 block (4 x 4 WMMAs a warp, 4 warps) moves
+ * 0.023 bytes a flop from global memory where its warps alone moved 0.047. (Float32 kernels are left to
+ * BEAM: their 4 x 16 thread tiles issue as many shared loads as global ones.)
+ */
+function stage(ast: UOp, work: number, target: Target): Opt[] {
+  const ranges = kernelRanges(ast);
+  // one reduce axis (a matmul's K): a conv's window loops would stage a small tile a step
+  const reduces = ranges.filter((r) => rangeArg(r).type === AxisType.REDUCE);
+  if (work < STAGE_FROM || reduces.length !== 1) return [];
+  const axis = ranges.indexOf(reduces[0]!);
+  const staged: Opt = { op: 'STAGE', axis };
+  const unroll: Opt = { op: 'SPLIT', axis, factor: STAGE_TILES, target: AxisType.UNROLL };
+  for (const opts of [[unroll, staged], [staged]]) {
+    try {
+      applyOpts(ast, opts, target);
+      return opts;
+    } catch {
+      // tiles too big for local memory, or not a multiple of the group's threads
+    }
+  }
+  return [];
+}
+
+/**
+ * The GPU's opts: tensor cores, else vector lanes (float4), else threads sharing a reduce that reads along it;
+ * then workgroups, register tiles (not under tensor cores, which tile their own), unrolls, and STAGE for big
+ * tensor-core matmuls.
+ */
+export function gpuOpts(ast: UOp, target: Target): Opt[] {
+  const tc = tensorCores(ast, target);
+  const vectors = tc.length ? tc : target.vectors ? outputLanes(ast, target) : [];
+  const lanes = vectors.length ? vectors : coalescedReduce(ast, target);
+  const groups = [...lanes, ...workgroups(applyOpts(ast, lanes, target), target)];
+  const grid = tc.length ? groups : [...groups, ...gpuTiles(applyOpts(ast, groups, target))];
+  const unrolled = [...grid, ...unrolls(applyOpts(ast, grid, target))];
+  if (!tc.length) return unrolled;
+  const work = kernelRanges(ast).reduce((n, r) => n * (constSize(r) ?? 1), 1);
+  return [...unrolled, ...stage(applyOpts(ast, unrolled, target), work, target)];
+}
