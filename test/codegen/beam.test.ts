@@ -74,6 +74,17 @@ describe('BEAM search', () => {
     expect([...out.view()]).toEqual(Context.with({ NOOPT: 1 }, () => x.sum(1).tolist()));
   }, 60_000); // compiles a few dozen candidates with gcc
 
+  it('stops at BEAM_TIME: past it only the first round (no opts, the hand-coded ones) is timed', () => {
+    const x = matrix(8, 64);
+    const want = Context.with({ NOOPT: 1 }, () => x.sum(1).tolist());
+    const before = { ...beamStats };
+    const got = Context.with({ CACHEDIR: freshDir(), BEAM: 2, BEAM_TIME: 1e-6 }, () => x.sum(1).tolist());
+    expect(got).toEqual(want);
+    const spent = since(before);
+    expect(spent.searches).toBe(1);
+    expect(spent.timed).toBeLessThanOrEqual(2);
+  });
+
   it('on SIMT searches GPU actions (LOCAL, GROUP, GROUPTOP, PADTO, NOLOCALS) and computes what JS computes', () => {
     const x = (d: string) => new Tensor(ints(4 * 32), { device: d }).reshape([4, 32]);
     const want = x('JS').sum(1).tolist();

@@ -13,6 +13,12 @@ import { TC_PADS } from './tc.ts';
 
 /** The beam width: 0 keeps the hand-coded opts; n searches, keeping the n fastest candidates of each round. */
 export const BEAM = new ContextVar('BEAM', 0);
+/**
+ * Seconds one kernel's search may take (0: no limit). Past it no new round starts and the round under way times
+ * no more candidates; the finalists' runoff still runs. A 3x3 conv gradient on 2 CPU cores took minutes
+ * unbounded.
+ */
+export const BEAM_TIME = new ContextVar('BEAM_TIME', 60);
 
 /** Counts since start (for tests): searches run, results read from the cache, candidates timed, not compiled. */
 export const beamStats = { searches: 0, hits: 0, timed: 0, failed: 0 };
@@ -214,6 +220,10 @@ function search(ast: UOp, backend: Backend, render: Render, width: number, base:
   const label = `BEAM ${kernelName(ast)}`;
   const show = stderr !== undefined && (stderr.isTTY === true || DEBUG.value >= 1);
   const seen = new Set<string>();
+  const limit = BEAM_TIME.value;
+  const deadline = performance.now() + limit * 1000;
+  const late = () => limit > 0 && performance.now() > deadline;
+  let cut = false;
   let best = Infinity;
   /** The round's candidates that compiled and ran within the limit, fastest first. */
   const timeRound = (round: number, optLists: Opt[][]): Candidate[] => {
@@ -226,6 +236,11 @@ function search(ast: UOp, backend: Backend, render: Render, width: number, base:
     status(0);
     const out: Candidate[] = [];
     backend.compileMany(lowered, { trial: true }).forEach((p, i) => {
+      // the first round (no opts and the hand-coded ones) is always timed: the search needs both
+      if (round > 0 && late()) {
+        cut = true;
+        return;
+      }
       if (p instanceof Error) {
         beamStats.failed++;
         if (DEBUG.value >= 3)
@@ -248,6 +263,10 @@ function search(ast: UOp, backend: Backend, render: Render, width: number, base:
     let winner = start[0]!;
     let beam = start.slice(0, width);
     for (let round = 1; round <= MAX_DEPTH; round++) {
+      if (late()) {
+        cut = true;
+        break;
+      }
       const next = timeRound(
         round,
         beam.flatMap((c) => childOpts(ast, c.opts, base.target ?? CPU_TARGET)),
@@ -259,7 +278,7 @@ function search(ast: UOp, backend: Backend, render: Render, width: number, base:
     const finalists = [...new Set([...beam, ...start.filter((c) => c !== plain)])];
     return { winner: runoff(finalists, time), plain };
   } finally {
-    if (show) stderr.write('\n');
+    if (show) stderr.write(cut ? `, stopped at BEAM_TIME=${limit} s\n` : '\n');
     for (const set of sets) for (const b of set) b.free();
   }
 }
@@ -276,7 +295,10 @@ export function beamSearch(
   width: number,
   base: LowerOptions = {},
 ): Opt[] | undefined {
-  const key = sha256(JSON.stringify(['beam', ast.key, backend.name, backend.compilerKey(), width]));
+  // the limit is in the key: a longer search may find more
+  const key = sha256(
+    JSON.stringify(['beam', ast.key, backend.name, backend.compilerKey(), width, BEAM_TIME.value]),
+  );
   const cached = fromStore(key, ast, base);
   if (cached !== undefined) {
     beamStats.hits++;
