@@ -2,7 +2,7 @@
 // elements a thread, threads a block, one block a tile or a grid-stride loop, __ldg, streaming stores, blocks in
 // flight) beside the kernels tsgrad generates (the heuristics' opts, or opts given as JSON) and torch's copy, all
 // timed with events in one run, so that the shape the heuristics should make is measured, not guessed.
-// Usage: npx tsx bench/bandwidth.ts [KERNEL=OPTS_JSON ...]   (KERNEL: neg or fma, a row each; sumN: the sum's Nth kernel)
+// Usage: npx tsx bench/bandwidth.ts [KERNEL=OPTS_JSON ...]   (KERNEL: neg, fma, or sumN for the sum's Nth kernel; a row each)
 // SOURCES=dir writes the hand-written kernels there instead of running (for nvcc on a machine without a GPU).
 import { spawnSync } from 'node:child_process';
 import { mkdirSync, writeFileSync } from 'node:fs';
@@ -271,8 +271,8 @@ for (const [kind, t, bytes] of [
     row(`tsgrad ${kind} ${lowered.name}`, bytes, s, `${printOpts(lowered.opts)} wrong ${wrong(kind)}`);
   }
 /** A sum's kernels in order, each reading the last one's output, timed together and one by one. */
-function sumRows(label: string, t: Tensor): void {
-  const ks = generated(t, (i) => given.filter(([k]) => k === `sum${i}`).at(-1)?.[1]);
+function sumRows(label: string, t: Tensor, kernel?: number, opts?: Opt[]): void {
+  const ks = generated(t, (i) => (i === kernel ? opts : undefined));
   const temps = ks.slice(0, -1).map(() => f32(1 << 22));
   const chain = ks.map(({ program }, i): [Program, DeviceBuffer[]] => [
     program,
@@ -286,6 +286,8 @@ function sumRows(label: string, t: Tensor): void {
   for (const b of temps) b.free();
 }
 sumRows('sum', xt.sum());
+for (const [k, opts] of given.filter(([k]) => /^sum\d$/.test(k)))
+  sumRows(`sum, ${k} ${printOpts(opts)}`, xt.sum(), Number(k.slice(3)), opts);
 // the split's first step by hand: parts partial sums (split.ts's SPLIT_PARTS), then their sum
 for (const parts of [1 << 18, 1 << 19])
   sumRows(
