@@ -46,8 +46,8 @@ const N = 1 << 28;
   rows.push({ what: 'copy 2^28 f32 (neg)', unit: 'GB/s', ours: (8 * N) / timeIt(() => x.neg()) / 1e9 });
   rows.push({ what: 'x*y+1 2^28 f32', unit: 'GB/s', ours: (12 * N) / timeIt(() => x.mul(y).add(1)) / 1e9 });
   rows.push({ what: 'sum 2^28 f32', unit: 'GB/s', ours: (4 * N) / timeIt(() => x.sum()) / 1e9 });
-  // the same kernels replayed by a JIT (prebuilt launches): a realize's own host work (~100 us a call on the
-  // H200's host, bench/bandwidth.ts) is a sixth of a copy's time; torch's eager call adds ~15 us
+  // the same kernels replayed by a JIT (prebuilt launches): a realize's own host work (60-140 us a call on the
+  // H200's host, bench/bandwidth.ts) is up to a quarter of a copy's time; torch's eager call adds ~10 us
   const replay = (f: (a: Tensor, b: Tensor) => Tensor) => {
     const step = jit(f);
     return () => step(x, y);

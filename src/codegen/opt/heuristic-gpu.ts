@@ -175,7 +175,7 @@ const GPU_TILE = 4;
  * still a coalesced row of the group. BEAM on an H100 chose such tiles (a 4096^3 float32 matmul: 5.4 TFLOP/s
  * with LOCAL axes alone, 27 with 8 x 4 tiles). An elementwise kernel with vector lanes gets none: one vector a
  * thread ran fastest (bench/bandwidth.ts, H200: x.neg() on 2^28 floats 4029 GB/s with 4 float4 a thread, 4233
- * with one; x*y+1 4289 and 4351; torch's copy 4196).
+ * with one; x*y+1 4289 and 4351; torch's copy 4196; beautiful_mnist's one such kernel 42 -> 32 us).
  */
 function gpuTiles(ast: UOp): Opt[] {
   const ranges = kernelRanges(ast);
