@@ -46,6 +46,18 @@ const N = 1 << 28;
   rows.push({ what: 'copy 2^28 f32 (neg)', unit: 'GB/s', ours: (8 * N) / timeIt(() => x.neg()) / 1e9 });
   rows.push({ what: 'x*y+1 2^28 f32', unit: 'GB/s', ours: (12 * N) / timeIt(() => x.mul(y).add(1)) / 1e9 });
   rows.push({ what: 'sum 2^28 f32', unit: 'GB/s', ours: (4 * N) / timeIt(() => x.sum()) / 1e9 });
+  // the same kernels replayed by a JIT (prebuilt launches): a realize's own host work (60-140 us a call on the
+  // H200's host, bench/bandwidth.ts) is up to a quarter of a copy's time; torch's eager call adds ~10 us
+  const replay = (f: (a: Tensor, b: Tensor) => Tensor) => {
+    const step = jit(f);
+    return () => step(x, y);
+  };
+  for (const [what, bytes, f] of [
+    ['copy 2^28 f32 (neg), jit', 8 * N, (a: Tensor) => a.neg()],
+    ['x*y+1 2^28 f32, jit', 12 * N, (a: Tensor, b: Tensor) => a.mul(b).add(1)],
+    ['sum 2^28 f32, jit', 4 * N, (a: Tensor) => a.sum()],
+  ] as const)
+    rows.push({ what, unit: 'GB/s', ours: bytes / timeIt(replay(f)) / 1e9 });
   x.dispose();
   y.dispose();
 }
@@ -143,6 +155,14 @@ for (const r of rows) {
 console.log(
   `\nmatmul kernels (heuristic opts${process.env.BEAM ? '; BEAM chose its own' : ''}):\n${kernels.join('\n')}`,
 );
+const copy = torch?.['copy 2^28 f32 (neg)'];
+if (copy !== undefined)
+  console.log(
+    `\nover torch's copy: ${rows
+      .filter((r) => r.unit === 'GB/s' && r.what.includes('2^28'))
+      .map((r) => `${r.what} ${(r.ours / copy).toFixed(2)}`)
+      .join(', ')}`,
+  );
 if (torch === undefined) console.log('\n(torch figures need python3 with torch and a GPU)');
 
 function runPeer(file: string): Record<string, number> | undefined {

@@ -409,3 +409,25 @@ describe('a product no vector rule fits: conv 5x5 of a relu onto 6 x 6 (rows too
     expect(run()).toEqual(Context.with({ NOOPT: 1 }, run));
   });
 });
+
+describe('elementwise kernels on a GPU with float4 (2^22 floats)', () => {
+  const gpu: Target = {
+    ...CPU_TARGET,
+    threads: 1,
+    vectors: true,
+    vectorBytes: 16,
+    grid: { maxThreads: 1024, localBytes: 48 * 1024 },
+  };
+  const { LOCAL } = AxisType;
+  const x = Tensor.empty([1 << 22], { device: 'SIMT' });
+  const y = Tensor.empty([1 << 22], { device: 'SIMT' });
+  const opts = (t: Tensor) => optsOf(scheduleOf([t]).kernels[0]!.ast, gpu);
+
+  it('give a thread one float4 of x*y+1 and no register tile (one vector a thread ran fastest)', () => {
+    expect(opts(x.mul(y).add(1))).toEqual([split(0, 4, UPCAST), split(0, 32, LOCAL), split(0, 4, LOCAL)]);
+  });
+
+  it('give a thread 4 scalars of a kernel without lanes (a sqrt): 16 bytes a thread either way', () => {
+    expect(opts(x.sqrt())).toEqual([split(0, 32, LOCAL), split(0, 4, LOCAL), split(0, 4, UPCAST)]);
+  });
+});

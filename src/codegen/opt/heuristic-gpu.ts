@@ -168,11 +168,14 @@ const TILE_MIN_GROUPS = 1024;
 const GPU_TILE = 4;
 
 /**
- * Register tiles on a GPU: each thread computes GPU_TILE outputs along the innermost workgroup axis (an
- * elementwise kernel: fewer, fuller threads) or GPU_TILE x GPU_TILE along the two innermost (a matmul or conv:
- * each loaded value is used four times from a register), where enough workgroups remain. The LOCAL axes stay
- * innermost, so each step of a thread's tile is still a coalesced row of the group. BEAM on an H100 chose such
- * tiles (a 4096^3 float32 matmul: 5.4 TFLOP/s with LOCAL axes alone, 27 with 8 x 4 tiles).
+ * Register tiles on a GPU: each thread computes GPU_TILE outputs along the innermost workgroup axis (a scalar
+ * elementwise kernel: each thread then moves 16 bytes of a float32 buffer, as a float4 lane does alone) or
+ * GPU_TILE x GPU_TILE along the two innermost (a matmul or conv: each loaded value is used four times from a
+ * register), where enough workgroups remain. The LOCAL axes stay innermost, so each step of a thread's tile is
+ * still a coalesced row of the group. BEAM on an H100 chose such tiles (a 4096^3 float32 matmul: 5.4 TFLOP/s
+ * with LOCAL axes alone, 27 with 8 x 4 tiles). An elementwise kernel with vector lanes gets none: one vector a
+ * thread ran fastest (bench/bandwidth.ts, H200: x.neg() on 2^28 floats 4029 GB/s with 4 float4 a thread, 4233
+ * with one; x*y+1 4289 and 4351; torch's copy 4196; beautiful_mnist's one such kernel 42 -> 32 us).
  */
 function gpuTiles(ast: UOp): Opt[] {
   const ranges = kernelRanges(ast);
@@ -184,6 +187,7 @@ function gpuTiles(ast: UOp): Opt[] {
   if (ranges.some((r) => rangeArg(r).type === AxisType.GROUP_REDUCE)) return sidedTiles(ast, groups);
   const reduces = ranges.some((r) => rangeArg(r).type === AxisType.REDUCE);
   if (reduces && productLoads(ast) === undefined) return [];
+  if (!reduces && ranges.some((r) => rangeArg(r).type === AxisType.UPCAST)) return [];
   const opts: Opt[] = [];
   // innermost first: a split adds its range after the one split, so outer axis numbers stay
   for (let axis = ranges.length - 1; axis >= 0 && opts.length < (reduces ? 2 : 1); axis--) {
