@@ -84,6 +84,7 @@ export class UPat {
   readonly ops: ReadonlySet<Ops> | undefined;
   readonly opts: UPatOptions;
   private compiled: Matcher | undefined;
+  private names: ReadonlyMap<string, number> | undefined;
 
   constructor(opts: UPatOptions = {}) {
     this.opts = opts;
@@ -160,7 +161,7 @@ export class UPat {
 
   /** Matches u alone; returns the captures, or undefined. */
   match(u: UOp): Captures | undefined {
-    return runMatch(this.matcher(), namesOf(this), u);
+    return runMatch(this.matcher(), (this.names ??= namesOf(this)), u);
   }
 
   /** @internal */
