@@ -141,9 +141,8 @@ function warnAbout(cc: CCompiler, names: string, stderr: string): void {
 }
 
 /**
- * Kernels per translation unit at most. A gcc 12 process costs about 40 ms of CPU more than its kernels do
- * (the transformer step's kernels: 11.4 s one per process, 5.6 s in one unit), so units hold several (see
- * UnitBuilds).
+ * Kernels per translation unit at most. A gcc 12 process costs 30-40 ms of CPU more than its kernels do (the
+ * transformer step's 113 kernels: 8.1 s one per process, 4.8 s in one unit), so units hold several (UnitBuilds).
  */
 export const CC_BATCH = new ContextVar('CC_BATCH', 64);
 /** Compiler processes at once; 0: one per core. */
@@ -193,10 +192,9 @@ const QUEUED_UNIT_BYTES = 128 * 1024;
  * compiler lane is free and FIRST_UNIT kernels wait, or is queued once QUEUED_UNIT_BYTES of C wait, so that the
  * compilers work while the caller renders the next kernels; `finish` shares what is left between the lanes as
  * they free, by bytes of source. A unit holds at most CC_BATCH kernels and its lane's share of the `count` that
- * may come; a kernel of over UNIT_BYTES is alone. (Simulated from the transformer step's measured per-kernel
- * costs on an idle machine: 3.69 -> 3.43 s on 2 cores, 2.63 -> 2.00 s on 4, where units started only when full
- * of half the batch.) `finish` waits for all; a unit that failed is built again kernel by kernel, so that each
- * error is its kernel's own. `libraryOf` names a unit's library.
+ * may come; a kernel of over UNIT_BYTES is alone (README, "Compiling kernels", says what this gains). `finish`
+ * waits for all; a unit that failed is built again kernel by kernel, so that each error is its kernel's own.
+ * `libraryOf` names a unit's library.
  */
 export class UnitBuilds<K extends UnitKernel> {
   private readonly lanes = compilerJobs();
