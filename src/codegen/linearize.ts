@@ -17,39 +17,54 @@ export function linearize(sink: UOp): UOp {
 
   /** Emits every node below root (sources first) that the open loops can hold. */
   function emitFrom(root: UOp, open: ReadonlySet<UOp>): void {
-    const stack: [UOp, number][] = [[root, 0]];
+    // the walk's stack as two arrays (node, next source to visit): no pair allocated per node
+    const nodes: UOp[] = [root];
+    const next: number[] = [0];
     const visited = new Set<UOp>();
-    while (stack.length) {
-      const top = stack[stack.length - 1]!;
-      const [u, i] = top;
+    while (nodes.length) {
+      const top = nodes.length - 1;
+      const u = nodes[top]!;
+      const i = next[top]!;
       if (done.has(u) || u.op === Ops.RANGE) {
-        stack.pop();
+        nodes.pop();
+        next.pop();
         continue;
       }
       if (u.op === Ops.END) {
-        stack.pop();
+        nodes.pop();
+        next.pop();
         if (fits(u, open)) emitLoop(u, open);
         else if (!visited.has(u)) {
           // its body can't run here, but what the body needs from these loops can
           visited.add(u);
-          stack.push([u.src[0]!, 0]);
+          nodes.push(u.src[0]!);
+          next.push(0);
         }
         continue;
       }
       if (i < u.src.length) {
-        top[1]++;
+        next[top] = i + 1;
         const s = u.src[i]!;
-        if (!done.has(s) && !visited.has(s)) stack.push([s, 0]);
+        if (!done.has(s) && !visited.has(s)) {
+          nodes.push(s);
+          next.push(0);
+        }
         continue;
       }
-      stack.pop();
+      nodes.pop();
+      next.pop();
       visited.add(u);
-      if (fits(u, open) && u.src.every((s) => done.has(s))) {
+      if (fits(u, open) && sourcesDone(u)) {
         out.push(u);
         done.add(u);
       }
     }
   }
+
+  const sourcesDone = (u: UOp) => {
+    for (const s of u.src) if (!done.has(s)) return false;
+    return true;
+  };
 
   function emitLoop(end: UOp, open: ReadonlySet<UOp>): void {
     const [body, ...ranges] = end.src as [UOp, ...UOp[]];

@@ -5,24 +5,42 @@ import type { UOp } from '../uop/uop.ts';
 const cache = new WeakMap<UOp, ReadonlySet<UOp>>();
 const NONE: ReadonlySet<UOp> = new Set();
 
-/** The open RANGEs u depends on (computed for its whole graph, without recursion, and cached). */
+/**
+ * The open RANGEs u depends on (computed for its whole graph, without recursion, and cached). A node whose
+ * ranges are those of a source shares that source's set: most nodes add or close none.
+ */
 export function rangesOf(root: UOp): ReadonlySet<UOp> {
   const hit = cache.get(root);
   if (hit !== undefined) return hit;
   for (const u of root.toposort()) {
     if (cache.has(u)) continue;
-    let out: Set<UOp> | undefined;
-    const add = (rs: ReadonlySet<UOp>) => {
-      if (rs.size === 0) return;
-      out ??= new Set();
-      for (const r of rs) out.add(r);
-    };
-    for (const s of u.src) add(cache.get(s)!);
-    if (u.op === Ops.RANGE) (out ??= new Set()).add(u);
+    let base = NONE; // the ranges so far, shared with a source until one adds to them
+    let own: Set<UOp> | undefined;
+    for (const s of u.src) {
+      const rs = cache.get(s)!;
+      if (rs === base || rs.size === 0) continue;
+      if (own === undefined) {
+        if (base.size === 0) {
+          base = rs;
+          continue;
+        }
+        if (subset(rs, base)) continue;
+        own = new Set(base);
+      }
+      for (const r of rs) own.add(r);
+    }
+    if (u.op === Ops.RANGE) (own ??= new Set(base)).add(u);
     // END closes its ranges; REDUCE closes the ranges after its value
-    if ((u.op === Ops.END || u.op === Ops.REDUCE) && out !== undefined)
-      for (const r of u.src.slice(1)) out.delete(r);
-    cache.set(u, out === undefined || out.size === 0 ? NONE : out);
+    if (u.op === Ops.END || u.op === Ops.REDUCE)
+      for (let i = 1; i < u.src.length; i++)
+        if ((own ?? base).has(u.src[i]!)) (own ??= new Set(base)).delete(u.src[i]!);
+    const out = own ?? base;
+    cache.set(u, out.size === 0 ? NONE : out);
   }
   return cache.get(root)!;
+}
+
+function subset(a: ReadonlySet<UOp>, b: ReadonlySet<UOp>): boolean {
+  for (const x of a) if (!b.has(x)) return false;
+  return true;
 }

@@ -141,8 +141,8 @@ function warnAbout(cc: CCompiler, names: string, stderr: string): void {
 }
 
 /**
- * Kernels per translation unit at most. A gcc process costs about 170 ms of CPU before its first kernel and
- * about 30 ms per kernel after (bench/compile_batch.ts), so units are as big as the cores allow.
+ * Kernels per translation unit at most. A gcc 12 process costs 30-40 ms of CPU more than its kernels do (the
+ * transformer step's 113 kernels: 8.1 s one per process, 4.8 s in one unit), so units hold several (UnitBuilds).
  */
 export const CC_BATCH = new ContextVar('CC_BATCH', 64);
 /** Compiler processes at once; 0: one per core. */
@@ -181,12 +181,20 @@ export interface Built<K extends UnitKernel> extends Unit {
   readonly error: Error | undefined;
 }
 
+// a unit started while kernels are still being rendered holds this many at least: fewer waste a process
+const FIRST_UNIT = 4;
+// while every lane is busy, a unit is queued once this much C waits: units taken only as lanes free would grow
+// with how far the compilers fell behind, and the last would run long after the last kernel came
+const QUEUED_UNIT_BYTES = 128 * 1024;
+
 /**
- * Compiles kernels as they are added, in the background: they are grouped into units of at most CC_BATCH
- * kernels, as many units as compiler lanes where there are kernels enough (`count` is how many may come), a
- * kernel of over UNIT_BYTES alone; a unit starts compiling once full, while the caller renders the next
- * kernels. `finish` waits for all; a unit that failed is built again kernel by kernel, so that each error is
- * its kernel's own. `libraryOf` names a unit's library.
+ * Compiles kernels as they are added, in the background, in units of several kernels: a unit starts whenever a
+ * compiler lane is free and FIRST_UNIT kernels wait, or is queued once QUEUED_UNIT_BYTES of C wait, so that the
+ * compilers work while the caller renders the next kernels; `finish` shares what is left between the lanes as
+ * they free, by bytes of source. A unit holds at most CC_BATCH kernels and its lane's share of the `count` that
+ * may come; a kernel of over UNIT_BYTES is alone (README, "Compiling kernels", says what this gains). `finish`
+ * waits for all; a unit that failed is built again kernel by kernel, so that each error is its kernel's own.
+ * `libraryOf` names a unit's library.
  */
 export class UnitBuilds<K extends UnitKernel> {
   private readonly lanes = compilerJobs();
@@ -200,10 +208,10 @@ export class UnitBuilds<K extends UnitKernel> {
     private readonly cc: CCompiler,
     count: number,
     private readonly libraryOf: (kernels: readonly K[]) => string,
-    /** Kernels per unit at most, where not the rule above. */
-    most?: number,
+    /** Kernels per unit, where not the rule above: every unit holds this many (the last fewer). */
+    private readonly fixed?: number,
   ) {
-    this.most = most ?? Math.max(1, Math.min(CC_BATCH.value, Math.ceil(count / this.lanes)));
+    this.most = fixed ?? Math.max(1, Math.min(CC_BATCH.value, Math.ceil(count / this.lanes)));
     this.runs = new CompilerRuns(count, this.lanes);
   }
 
@@ -211,10 +219,27 @@ export class UnitBuilds<K extends UnitKernel> {
     if (this.next.length >= this.most || this.bytes + kernel.source.length > UNIT_BYTES) this.startNext();
     this.next.push(kernel);
     this.bytes += kernel.source.length;
+    if (
+      this.fixed === undefined &&
+      ((this.next.length >= FIRST_UNIT && this.runs.laneFree()) || this.bytes >= QUEUED_UNIT_BYTES)
+    )
+      this.startNext();
   }
 
   finish(): Built<K>[] {
-    this.startNext();
+    while (this.next.length > 0) {
+      if (this.fixed !== undefined) {
+        this.startNext(this.most);
+        continue;
+      }
+      // a lane's share of what is left: the lanes busy now take theirs when they free
+      this.runs.waitForLane();
+      const share = this.bytes / this.lanes;
+      let take = 0;
+      for (let b = 0; take < this.next.length && (take === 0 || b < share); take++)
+        b += this.next[take]!.source.length;
+      this.startNext(take);
+    }
     const built = this.started.map(({ unit, slot }) => ({ ...unit, error: this.outcome(unit, slot) }));
     const failed = built.filter((u) => u.error !== undefined && u.kernels.length > 1);
     if (failed.length === 0) return built;
@@ -224,15 +249,17 @@ export class UnitBuilds<K extends UnitKernel> {
     return [...built.filter((u) => !failed.includes(u)), ...alone.finish()];
   }
 
-  private startNext(): void {
-    if (this.next.length === 0) return;
-    const unit = { kernels: this.next, out: this.libraryOf(this.next) };
+  /** Starts a unit of the first `take` kernels waiting (all by default). */
+  private startNext(take = this.next.length): void {
+    if (take === 0) return;
+    const kernels = this.next.slice(0, take);
+    this.next = this.next.slice(take);
+    this.bytes = this.next.reduce((n, k) => n + k.source.length, 0);
+    const unit = { kernels, out: this.libraryOf(kernels) };
     const { out } = unit;
     writeFileSync(`${out}.c`, unitSource(unit.kernels));
     const argv = [...this.cc.argv, ...compileFlags(this.cc), '-x', 'c', `${out}.c`, '-o', out, ...LDFLAGS];
     this.started.push({ unit, slot: this.runs.start({ argv, stderr: `${out}.err` }) });
-    this.next = [];
-    this.bytes = 0;
   }
 
   private outcome({ kernels, out }: Unit, slot: number): Error | undefined {

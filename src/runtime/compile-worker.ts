@@ -8,8 +8,9 @@ export interface CompilerRun {
   stderr: string;
 }
 
-// CommonJS, evaluated: the worker needs no loader for TypeScript. State per run: 0 running or queued, 1 exit
-// status 0, 2 another status or a signal, 3 it did not start (the reason is in its stderr file).
+// CommonJS, evaluated: the worker needs no loader for TypeScript. Shared state: [0] the runs ended, then per
+// run: 0 running or queued, 1 exit status 0, 2 another status or a signal, 3 it did not start (the reason is
+// in its stderr file).
 const WORKER = `
 const { parentPort } = require('node:worker_threads');
 const { spawn } = require('node:child_process');
@@ -19,7 +20,9 @@ let running = 0;
 let lanes = 1;
 function done(job, state) {
   Atomics.store(job.states, job.slot, state);
+  Atomics.add(job.states, 0, 1);
   Atomics.notify(job.states, job.slot);
+  Atomics.notify(job.states, 0);
   running--;
   next();
 }
@@ -69,15 +72,28 @@ export class CompilerRuns {
     most: number,
     private readonly lanes: number,
   ) {
-    this.states = new Int32Array(new SharedArrayBuffer(4 * Math.max(1, most)));
+    this.states = new Int32Array(new SharedArrayBuffer(4 * (1 + Math.max(1, most))));
   }
 
   /** Queues a run; returns its number for `wait`. */
   start(run: CompilerRun): number {
-    const slot = this.started++;
+    const slot = 1 + this.started++;
     const { argv, stderr } = run;
     compileWorker().postMessage({ argv, stderr, lanes: this.lanes, states: this.states.buffer, slot });
     return slot;
+  }
+
+  /** Whether fewer than `lanes` runs are running or queued: one started now would start at once. */
+  laneFree(): boolean {
+    return this.started - Atomics.load(this.states, 0) < this.lanes;
+  }
+
+  /** Blocks until a lane is free. */
+  waitForLane(): void {
+    for (let ended = Atomics.load(this.states, 0); this.started - ended >= this.lanes; ) {
+      Atomics.wait(this.states, 0, ended);
+      ended = Atomics.load(this.states, 0);
+    }
   }
 
   /** Blocks until run `slot` has ended: 'ok' where it exited with status 0, else 'failed' or 'not started'. */

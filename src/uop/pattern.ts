@@ -84,6 +84,7 @@ export class UPat {
   readonly ops: ReadonlySet<Ops> | undefined;
   readonly opts: UPatOptions;
   private compiled: Matcher | undefined;
+  private names: ReadonlyMap<string, number> | undefined;
 
   constructor(opts: UPatOptions = {}) {
     this.opts = opts;
@@ -160,7 +161,7 @@ export class UPat {
 
   /** Matches u alone; returns the captures, or undefined. */
   match(u: UOp): Captures | undefined {
-    return runMatch(this.matcher(), namesOf(this), u);
+    return runMatch(this.matcher(), (this.names ??= namesOf(this)), u);
   }
 
   /** @internal */
@@ -248,14 +249,18 @@ function buildSrcMatcher(
     return (s, m, k) => from(s, 0, m, k);
   }
   const n = srcs.length;
-  const inOrder = (ps: readonly Matcher[], s: readonly UOp[], m: Bindings, k: Cont): boolean => {
-    const step = (i: number): boolean => (i === n ? k() : ps[i]!(s[i]!, m, () => step(i + 1)));
-    return step(0);
-  };
   const lenOk = (s: readonly UOp[]) => s.length === n || (allowMore && s.length > n);
-  if (!anyOrder || n < 2) return (s, m, k) => lenOk(s) && inOrder(srcs, s, m, k);
+  if (!anyOrder || n < 2) return (s, m, k) => lenOk(s) && inOrder(srcs, s, 0, m, k);
   const orders = permutations(srcs);
-  return (s, m, k) => lenOk(s) && orders.some((ps) => inOrder(ps, s, m, k));
+  return (s, m, k) => lenOk(s) && orders.some((ps) => inOrder(ps, s, 0, m, k));
+}
+
+// The hot loop of matching: a top-level function, as a named closure made per call costs a name definition
+// under tsx (esbuild's keepNames); the last source matches straight into k.
+function inOrder(ps: readonly Matcher[], s: readonly UOp[], i: number, m: Bindings, k: Cont): boolean {
+  if (i === ps.length) return k();
+  if (i === ps.length - 1) return ps[i]!(s[i]!, m, k);
+  return ps[i]!(s[i]!, m, () => inOrder(ps, s, i + 1, m, k));
 }
 
 function permutations<T>(xs: readonly T[]): T[][] {

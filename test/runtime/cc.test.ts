@@ -1,11 +1,12 @@
-// The kernel compile flags against miscompiles seen in the system compiler (gcc 12.2's loop vectorizer), and
-// float16 arithmetic that does not depend on the host's instruction set.
+// The kernel compile flags against miscompiles seen in the system compiler (gcc 12.2's loop vectorizer),
+// float16 arithmetic that does not depend on the host's instruction set, and how kernels are grouped into units.
 import { spawnSync } from 'node:child_process';
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { compileFlags, findCompiler, hasNativeHalf } from '../../src/runtime/cc.ts';
+import { Context } from '../../src/helpers.ts';
+import { compileFlags, findCompiler, hasNativeHalf, UnitBuilds } from '../../src/runtime/cc.ts';
 
 /** Builds `source` as a program with the kernels' flags (an executable instead of a library) and runs it. */
 function run(source: string): string {
@@ -99,5 +100,29 @@ void baked(tg_half* restrict out, const float* restrict in) {
     expect(fixed).not.toMatch(halfOps);
     // in, a * v, m + v, each rounded to float16, in both kernels
     expect(fixed.match(/\bvcvtps2ph\b/g)!.length).toBeGreaterThanOrEqual(2 * 3 * 8);
+  });
+});
+
+describe('compiler units', () => {
+  it('start while kernels are still coming, whenever a lane is free, and build every kernel once', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'tsgrad-units-'));
+    const kernels = Array.from({ length: 12 }, (_, i) => ({
+      name: `k${i}`,
+      symbol: `k${i}`,
+      source: `void k${i}(int* restrict data0) { data0[0] = ${i}; }`,
+    }));
+    const built = Context.with({ CC_JOBS: 2 }, () => {
+      let n = 0;
+      const units = new UnitBuilds(findCompiler(), kernels.length, () => join(dir, `u${n++}.so`));
+      for (const k of kernels) units.add(k);
+      return units.finish();
+    });
+    // the first unit starts once 4 kernels wait with both lanes free, the second with one lane busy
+    expect(built.slice(0, 2).map((u) => u.kernels.map((k) => k.name))).toEqual([
+      ['k0', 'k1', 'k2', 'k3'],
+      ['k4', 'k5', 'k6', 'k7'],
+    ]);
+    expect(built.flatMap((u) => u.kernels.map((k) => k.name))).toEqual(kernels.map((k) => k.name));
+    expect(built.map((u) => u.error)).toEqual(built.map(() => undefined));
   });
 });

@@ -12,12 +12,20 @@ export const rangeArg = (r: UOp) => r.argOf(Ops.RANGE);
 export const constSize = (r: UOp): number | undefined =>
   r.src[0]!.op === Ops.CONST ? Number(r.src[0]!.constValue) : undefined;
 
+// the heuristics ask for one kernel's ranges many times: each ask was a walk of the whole kernel
+const rangesByKernel = new WeakMap<UOp, readonly UOp[]>();
+
 /** The kernel's ranges in id order, which is loop order: what an opt's axis counts. */
 export function kernelRanges(ast: UOp): UOp[] {
-  return ast
-    .toposort()
-    .filter((u) => u.op === Ops.RANGE)
-    .sort((a, b) => rangeArg(a).id - rangeArg(b).id);
+  let ranges = rangesByKernel.get(ast);
+  if (ranges === undefined) {
+    ranges = ast
+      .toposort()
+      .filter((u) => u.op === Ops.RANGE)
+      .sort((a, b) => rangeArg(a).id - rangeArg(b).id);
+    rangesByKernel.set(ast, ranges);
+  }
+  return ranges.slice();
 }
 
 /** ast with range r replaced by (outer, inner) in END and REDUCE lists and by expr elsewhere. */
