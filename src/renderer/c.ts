@@ -616,6 +616,11 @@ export function renderCUDA(name: string, linear: UOp): string {
     gpu: {
       special: (n) => `${n.startsWith('g') ? 'blockIdx' : 'threadIdx'}.${AXES[Number(n.at(-1))]}`,
       barrier: '__syncthreads();',
+      // .cg (through L2 only) takes 16 bytes alone
+      asyncCopy: (to, from, bytes) =>
+        `asm volatile("cp.async.${bytes === 16 ? 'cg' : 'ca'}.shared.global [%0], [%1], ${bytes};" :: "r"((unsigned)__cvta_generic_to_shared(${to})), "l"(${from}));`,
+      asyncWait: (pending) =>
+        `asm volatile("cp.async.commit_group;"); asm volatile("cp.async.wait_group ${pending};" ::: "memory");`,
     },
   };
   const source = render(cLanguage(indexTypeOf(linear), dialect), name, linear);

@@ -186,6 +186,7 @@ export class CUDABackend extends Backend {
       maxThreads: this.gpu.maxThreads,
       localBytes: Math.min(this.gpu.sharedBytes, 48 * 1024),
       maxOuterGroups: this.gpu.maxOuterGroups,
+      asyncCopies: Number(this.gpu.arch.slice(3)) >= 80,
     };
   }
 

@@ -58,7 +58,8 @@ export class SIMTBackend extends Backend {
 
   // as a small GPU's (CUDA allows 1024 threads and 48 KiB of static shared memory; tests stay small)
   override workgroups() {
-    return { maxThreads: 256, localBytes: 48 * 1024 };
+    // asynchronous copies run as plain ones, which is one of the orders a GPU may take
+    return { maxThreads: 256, localBytes: 48 * 1024, asyncCopies: true };
   }
 
   // as CUDA's widest load (float4): each thread's vectors

@@ -250,6 +250,14 @@ export interface LoadArg {
   device?: Device;
   addrspace?: AddrSpace;
 }
+/** A STORE into LOCAL memory of a GLOBAL load that may land late (cp.async): by the next BARRIER that waits. */
+export interface StoreArg {
+  async: true;
+}
+/** A BARRIER that first waits for the thread's asynchronous copies, all but the `pending` latest rounds of them. */
+export interface BarrierArg {
+  pending: number;
+}
 export interface RangeArg {
   /** Distinguishes ranges with the same bound; also their order in a kernel. */
   id: number;
@@ -283,6 +291,8 @@ export interface ArgTypes {
   [Ops.REDUCE]: ReduceArg;
   [Ops.GETTUPLE]: number;
   [Ops.LOAD]: LoadArg | null;
+  [Ops.STORE]: StoreArg | null;
+  [Ops.BARRIER]: BarrierArg | null;
   [Ops.COPY]: Device;
   [Ops.RANGE]: RangeArg;
   [Ops.CAST]: DType;

@@ -156,6 +156,38 @@ describe('STAGE on SIMT', () => {
     );
   });
 
+  it('gives the unstaged bits with asynchronous copies 1 to 3 iterations ahead (float32, float16, bfloat16)', () => {
+    fc.assert(
+      fc.property(
+        fc.constantFrom(dtypes.float32, dtypes.float16, dtypes.bfloat16),
+        fc.constantFrom(32, 64),
+        fc.constantFrom(32, 64, 96),
+        fc.constantFrom(16, 32),
+        fc.constantFrom(1, 2, 3),
+        tcOpts,
+        (d, M, K, N, depth, o) => {
+          const k = matmul(M, K, N, d);
+          const tc: Opt[] = d === dtypes.float32 ? [] : [{ op: 'TC', axis: 2, tc: -1, opt: 0, mode: 1 }];
+          const { opts, reduce } = splits(k.ast, tc, [
+            { axis: 2, factor: o.unroll * (d === dtypes.float32 ? 4 : 1), target: AxisType.UNROLL },
+            { axis: 1, factor: o.upN, target: AxisType.UPCAST },
+            { axis: 1, factor: d === dtypes.float32 ? 8 : o.localN, target: AxisType.LOCAL },
+            { axis: 0, factor: o.upM * (d === dtypes.float32 ? 2 : 1), target: AxisType.UPCAST },
+          ]);
+          const staged = run(k, [...opts, { op: 'STAGE', axis: reduce, depth }]);
+          expect(locals(staged.linear)).toBe(2);
+          // every tile's copies are asynchronous after the first `depth` iterations, waited for by the BARRIER
+          const stores = staged.linear.src.filter((u) => u.op === Ops.STORE && u.argOf(Ops.STORE)?.async);
+          expect(stores.length).toBeGreaterThanOrEqual(2);
+          expect(staged.linear.src.find((u) => u.op === Ops.BARRIER)?.arg).toEqual({ pending: depth });
+          expect(staged.cuda).toContain(`cp.async.wait_group ${depth};`);
+          expect(staged.values).toEqual(run(k, opts).values);
+        },
+      ),
+      { numRuns: 8, seed: 13 },
+    );
+  });
+
   it("gives a conv's unstaged bits, staged on each of its reduce axes (channels, window rows, columns)", () => {
     const x = Tensor.empty([2, 8, 6, 16], { device: 'SIMT' });
     const k = scheduleOf([x.conv2d(Tensor.empty([16, 8, 3, 3], { device: 'SIMT' }))]).kernels.at(-1)!;
