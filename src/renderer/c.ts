@@ -145,7 +145,18 @@ template <typename T, int N> struct alignas(sizeof(T) * N > 16 ? 16 : sizeof(T) 
     tg_vec<T, N> r; for (int i = 0; i < N; i++) r[i] = a op b[i]; return r; }
 TG_VEC_OP(+) TG_VEC_OP(-) TG_VEC_OP(*) TG_VEC_OP(/)
 template <typename T, int N> __device__ inline tg_vec<T, N> operator-(tg_vec<T, N> a) {
-  tg_vec<T, N> r; for (int i = 0; i < N; i++) r[i] = -a[i]; return r; }`;
+  tg_vec<T, N> r; for (int i = 0; i < N; i++) r[i] = -a[i]; return r; }
+// ldmatrix: N 8 x 8 matrices of 16-bit elements, each lane's address a row's start (LoadArg.matrix)
+template <typename T, int N, bool Trans> __device__ inline tg_vec<T, 2 * N> tg_ldmatrix(const T* p) {
+  unsigned r[4], a = (unsigned)__cvta_generic_to_shared(p);
+  if (N == 4 && Trans) asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];" : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(a));
+  if (N == 4 && !Trans) asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];" : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(a));
+  if (N == 2 && Trans) asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0, %1}, [%2];" : "=r"(r[0]), "=r"(r[1]) : "r"(a));
+  if (N == 2 && !Trans) asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0, %1}, [%2];" : "=r"(r[0]), "=r"(r[1]) : "r"(a));
+  tg_vec<T, 2 * N> v;
+  for (int i = 0; i < N; i++) reinterpret_cast<unsigned*>(&v)[i] = r[i];
+  return v;
+}`;
 
 // A bfloat16 value as its bits: arithmetic sees the float it converts to (exactly, a shift), and a float assigned
 // to it (every op's result is declared as one) rounds to nearest even. Moving one (a load, a store, a tile copy,
@@ -616,6 +627,8 @@ export function renderCUDA(name: string, linear: UOp): string {
     gpu: {
       special: (n) => `${n.startsWith('g') ? 'blockIdx' : 'threadIdx'}.${AXES[Number(n.at(-1))]}`,
       barrier: '__syncthreads();',
+      matrixLoad: (dtype, lanes, trans, from) =>
+        `tg_ldmatrix<${dtype === dtypes.bfloat16 ? 'tg_bfloat' : 'tg_half'}, ${lanes / 2}, ${trans}>(${from})`,
       // .cg (through L2 only) takes 16 bytes alone
       asyncCopy: (to, from, bytes) =>
         `asm volatile("cp.async.${bytes === 16 ? 'cg' : 'ca'}.shared.global [%0], [%1], ${bytes};" :: "r"((unsigned)__cvta_generic_to_shared(${to})), "l"(${from}));`,

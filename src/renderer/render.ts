@@ -47,6 +47,8 @@ export interface GpuLanguage {
   readonly barrier: string;
   /** Starts copying `bytes` from global address `from` to shared address `to` (cp.async), on GPUs that can. */
   asyncCopy?(to: string, from: string, bytes: number): string;
+  /** A warp's matrix load (LoadArg.matrix) of `lanes` elements a lane, from shared address `from`. */
+  matrixLoad?(dtype: DType, lanes: number, trans: boolean, from: string): string;
   /** Ends the thread's round of asynchronous copies and waits until at most `pending` rounds are in flight. */
   asyncWait?(pending: number): string;
 }
@@ -223,6 +225,16 @@ export function render(lang: Language, name: string, linear: UOp): string {
           places.set(u, p); // the copy's source (its gate is the copy's)
           continue;
         }
+        const matrix = u.argOf(Ops.LOAD)?.matrix;
+        if (matrix !== undefined) {
+          if (gpu().matrixLoad === undefined)
+            throw new Error(`render ${lang.name}: the target has no matrix loads`);
+          const n = fresh('val');
+          names.set(u, n);
+          const value = gpu().matrixLoad!(u.dtype.base, u.lanes, matrix.trans, pointer(p, 'matrix row'));
+          emit(lang.declare(n, u.dtype, value, u.lanes));
+          continue;
+        }
         const lanes = u.lanes;
         const value =
           u.src.length === 3
@@ -236,9 +248,9 @@ export function render(lang: Language, name: string, linear: UOp): string {
       case Ops.STORE: {
         const p = place(u.src[0]!);
         if (asyncLoads.has(u.src[1]!)) {
-          const from = pointer(place(u.src[1]!), 'source');
+          const from = pointer(place(u.src[1]!), "copy's source");
           const bytes = u.src[1]!.lanes * u.src[1]!.dtype.base.itemsize;
-          const copy = gpu().asyncCopy!(pointer(p, 'target'), from, bytes);
+          const copy = gpu().asyncCopy!(pointer(p, "copy's target"), from, bytes);
           emit(u.src.length === 3 ? lang.when(ref(u.src[2]!), copy) : copy);
           continue;
         }

@@ -187,6 +187,7 @@ export class CUDABackend extends Backend {
       localBytes: Math.min(this.gpu.sharedBytes, 48 * 1024),
       maxOuterGroups: this.gpu.maxOuterGroups,
       asyncCopies: Number(this.gpu.arch.slice(3)) >= 80,
+      matrixLoads: Number(this.gpu.arch.slice(3)) >= 75,
     };
   }
 

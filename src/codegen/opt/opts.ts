@@ -41,6 +41,8 @@ export interface Grid {
   maxOuterGroups?: number;
   /** Copies from global into shared memory that complete asynchronously (cp.async, sm_80 on): STAGE's depth. */
   asyncCopies?: boolean;
+  /** Warp-wide loads of tensor-core fragments from shared memory (ldmatrix, sm_75 on): src/codegen/ldmatrix.ts. */
+  matrixLoads?: boolean;
 }
 
 /** What legality needs to know about the device a kernel is for. */
