@@ -46,7 +46,7 @@ function laneOffsets(
       const ranges = t.toposort().filter((x) => x.op === Ops.RANGE);
       if (!ranges.includes(lane)) own.set(t, c);
       else if (ranges.length > 1) return undefined;
-      else valuesOf(t).forEach((v, T) => (offsets[T]! += c * v));
+      else for (const [T, v] of valuesOf(t).entries()) offsets[T]! += c * v;
     }
     if (offsets.some((o) => !Number.isInteger(o))) return undefined;
     if (rest === undefined) rest = own;
