@@ -2,7 +2,7 @@
 // as a GPU kernel over workgroups.
 
 import { exp2Series } from '../codegen/decompose.ts';
-import { type DType, dtypes } from '../dtype.ts';
+import { AddrSpace, type DType, dtypes } from '../dtype.ts';
 import { HOST_BUFFER_ALIGN } from '../helpers.ts';
 import { Ops, opName } from '../uop/ops.ts';
 import type { UOp } from '../uop/uop.ts';
@@ -86,7 +86,10 @@ interface Dialect {
   bitcast(x: string, from: string, to: string): string;
   prelude: string;
   /** Workgroups; LOCAL buffers are declared as the dialect's shared arrays of the C element type. */
-  gpu?: Omit<GpuLanguage, 'local'>;
+  gpu?: Omit<GpuLanguage, 'local'> & {
+    /** Declares a LOCAL buffer of `size` elements of C type `type`; by default a static __shared__ array. */
+    local?: (name: string, type: string, size: number) => string;
+  };
   /** Bytes every buffer's start is aligned to (vector loads at multiples of their size are aligned). */
   alignment: number;
   /** How vectors are written: GCC's vector extensions (C), or CUDA's C++ (a struct of lanes, see CUDA_VECTORS). */
@@ -345,7 +348,9 @@ function cLanguage(indexType: string, dialect: Dialect = C_DIALECT): Language {
           // aligned as a vector, which may load or store it whole
           gpu: {
             ...dialect.gpu,
-            local: (n, d, size) => `__shared__ __align__(16) ${storage(d)} ${n}[${size}];`,
+            local: (n, d, size) =>
+              dialect.gpu!.local?.(n, storage(d), size) ??
+              `__shared__ __align__(16) ${storage(d)} ${n}[${size}];`,
           },
           wmma,
         }),
@@ -600,12 +605,32 @@ function launchDims(name: string, linear: UOp): { grid: number[]; block: number[
   return { grid, block };
 }
 
+/** Shared memory a kernel may declare statically; more is dynamic, which the launch asks for. */
+const STATIC_SHARED = 48 * 1024;
+
+/**
+ * Where each LOCAL buffer starts in dynamic shared memory (16-byte aligned) and the bytes in all, where they
+ * take more than a static declaration may; else undefined.
+ */
+function dynamicShared(linear: UOp): { offsets: Map<string, number>; bytes: number } | undefined {
+  const offsets = new Map<string, number>();
+  let bytes = 0;
+  for (const u of linear.src) {
+    if (u.op !== Ops.PARAM || u.argOf(Ops.PARAM).addrspace !== AddrSpace.LOCAL) continue;
+    offsets.set(`temp${u.argOf(Ops.PARAM).slot as number}`, bytes);
+    bytes += Math.ceil((Number(u.src[0]!.sizes[0]) * u.argOf(Ops.PARAM).dtype.itemsize) / 16) * 16;
+  }
+  return bytes > STATIC_SHARED ? { offsets, bytes } : undefined;
+}
+
 /**
  * A kernel's CUDA C source: a __global__ function launched on the grid its SPECIALs name, which its first line
- * states for the CUDA device with the buffers it writes (`// launch grid X Y Z block X Y Z writes 0`).
+ * states for the CUDA device with the buffers it writes and the dynamic shared memory it needs, where its LOCAL
+ * buffers take more than 48 KiB (`// launch grid X Y Z block X Y Z writes 0 shared 98304`).
  */
 export function renderCUDA(name: string, linear: UOp): string {
   const { grid, block } = launchDims(name, linear);
+  const shared = dynamicShared(linear);
   const threads = block[0]! * block[1]! * block[2]!;
   let writes: string[] = [];
   const dialect: Dialect = {
@@ -627,6 +652,12 @@ export function renderCUDA(name: string, linear: UOp): string {
     gpu: {
       special: (n) => `${n.startsWith('g') ? 'blockIdx' : 'threadIdx'}.${AXES[Number(n.at(-1))]}`,
       barrier: '__syncthreads();',
+      ...(shared === undefined
+        ? {}
+        : {
+            local: (n: string, type: string) =>
+              `${shared.offsets.get(n) === 0 ? 'extern __shared__ __align__(16) unsigned char tg_shared[]; ' : ''}${type}* ${n} = (${type}*)(tg_shared + ${shared.offsets.get(n)});`,
+          }),
       matrixLoad: (dtype, lanes, trans, from) =>
         `tg_ldmatrix<${dtype === dtypes.bfloat16 ? 'tg_bfloat' : 'tg_half'}, ${lanes / 2}, ${trans}>(${from})`,
       // .cg (through L2 only) takes 16 bytes alone
@@ -637,5 +668,6 @@ export function renderCUDA(name: string, linear: UOp): string {
     },
   };
   const source = render(cLanguage(indexTypeOf(linear), dialect), name, linear);
-  return `// launch grid ${grid.join(' ')} block ${block.join(' ')} writes ${writes.join(' ')}\n${source}`;
+  const dynamic = shared === undefined ? '' : ` shared ${shared.bytes}`;
+  return `// launch grid ${grid.join(' ')} block ${block.join(' ')} writes ${writes.join(' ')}${dynamic}\n${source}`;
 }
