@@ -5,7 +5,8 @@
 // An operand read by many threads of the group (A by every warp along N) then leaves global memory once. The
 // tiles are double-buffered by the parity of the iteration (counting the reduce loops around the staged one), so
 // one BARRIER an iteration orders both hazards: a thread writes a buffer only after every thread passed the
-// BARRIER that follows the last reads of it. SIMT checks both in CI (test/codegen/stage.test.ts).
+// BARRIER that follows the last reads of it. SIMT checks both in CI (test/codegen/stage.test.ts). With a depth,
+// the copies are asynchronous (cp.async) and run that many iterations ahead through more buffers (applyStage).
 import { AddrSpace, dtypes } from '../../dtype.ts';
 import { AxisType, Ops } from '../../uop/ops.ts';
 import { substitute } from '../../uop/pattern.ts';
@@ -234,7 +235,7 @@ export function stagePlan(ast: UOp, axis: number, depth = 0): StagePlan | string
   return { loops, tiles, threads, depth, bytes };
 }
 
-/** Elements of one of a tile's two buffers. */
+/** Elements of one of a tile's buffers. */
 const tileSize = (t: Tile) => (t.pairs ? t.rows / 2 : t.rows) * t.pitch;
 
 /** Where the tile holds (row, col), both sums: rows in pairs interleave their elements. */
