@@ -30,9 +30,10 @@ function laneOffsets(
   const valuesOf = (t: UOp) => {
     let v = values.get(t);
     if (v === undefined) {
-      v = Array.from({ length: WARP }, (_, T) =>
-        Number(simplify(substitute(t, new Map([[lane, UOp.index(T)]]))).constValue),
-      );
+      v = Array.from({ length: WARP }, (_, T) => {
+        const x = simplify(substitute(t, new Map([[lane, UOp.index(T)]])));
+        return x.op === Ops.CONST ? Number(x.constValue) : Number.NaN;
+      });
       values.set(t, v);
     }
     return v;
@@ -110,11 +111,18 @@ function matrixLoad(stack: UOp): UOp | undefined {
   return undefined;
 }
 
-const fragments = new PatternMatcher<undefined>([
+/** Each fragment's matrix load (or the fragment), as many WMMAs share one. */
+type Seen = Map<UOp, UOp>;
+
+const fragments = new PatternMatcher<Seen>([
   [
     new UPat({ op: Ops.WMMA, name: 'w' }),
-    ({ w }) => {
-      const src = w!.src.map((s, i) => (i < 2 && s.op === Ops.STACK ? (matrixLoad(s) ?? s) : s));
+    ({ w }, seen) => {
+      const load = (s: UOp) => {
+        if (!seen.has(s)) seen.set(s, matrixLoad(s) ?? s);
+        return seen.get(s)!;
+      };
+      const src = w!.src.map((s, i) => (i < 2 && s.op === Ops.STACK ? load(s) : s));
       return src.some((s, i) => s !== w!.src[i]) ? w!.withSrc(src) : undefined;
     },
   ],
@@ -122,5 +130,5 @@ const fragments = new PatternMatcher<undefined>([
 
 /** The kernel with its WMMA operands that are ldmatrix's layout read by matrix loads. */
 export function matrixLoads(k: UOp): UOp {
-  return graphRewrite(k, fragments, { name: 'matrix loads', ctx: undefined });
+  return graphRewrite(k, fragments, { name: 'matrix loads', ctx: new Map() });
 }
