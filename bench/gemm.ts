@@ -24,7 +24,9 @@ const TC: Opt = { op: 'TC', axis: 2, tc: -1, opt: 0, mode: 1 };
  * Alternatives to the heuristics' kernels for a square matmul, to compare on the GPU. Tensor cores (after TC the
  * axes are M tiles, N tiles, K tiles, the warp): `direct` is the default without STAGE; `warp64x64` gives a warp
  * 4 x 8 WMMAs (one LDS a WMMA where 4 x 4 has 1.5; 206 registers); `block128` is 128 x 128 with 8 warps of
- * 4 x 4; `block128w64` 128 x 128 with 4 warps of 4 x 8. Float32: `f32stage` is the default plus K by 8, staged.
+ * 4 x 4; `block128w64` 128 x 128 with 4 warps of 4 x 8; `block128x256` 128 x 256 with 8 warps of 4 x 8. Float32: `f32stage` is the default plus K by 8, staged.
+ * A suffix `.aD` (`default.a1`, `block128w64.a2`) copies the tiles asynchronously, D iterations ahead (cp.async);
+ * `.k16` drops the UNROLL of K first (16 a tile, so that deeper pipelines fit in 48 KB).
  */
 const VARIANTS: Record<string, Opt[]> = {
   direct: [TC, split(1, 4, 'UPCAST'), split(0, 4, 'UPCAST'), split(2, 4, 'LOCAL')],
@@ -50,6 +52,15 @@ const VARIANTS: Record<string, Opt[]> = {
     split(1, 8, 'UPCAST'),
     split(0, 4, 'UPCAST'),
     split(2, 2, 'LOCAL'),
+    split(0, 2, 'LOCAL'),
+    split(6, 2, 'UNROLL'),
+    { op: 'STAGE', axis: 6 },
+  ],
+  block128x256: [
+    TC,
+    split(1, 8, 'UPCAST'),
+    split(0, 4, 'UPCAST'),
+    split(2, 4, 'LOCAL'),
     split(0, 2, 'LOCAL'),
     split(6, 2, 'UNROLL'),
     { op: 'STAGE', axis: 6 },
@@ -83,8 +94,26 @@ const bufs = [0, 1, 2].map((i) => {
   return i === 0 ? b : b.copyin(inputs[i - 1]!);
 });
 
+/** A variant's opts with its suffixes: `.k16` without the UNROLL, `.aD` staged D iterations ahead. */
+function variant(list: string): readonly Opt[] {
+  const [name, ...suffixes] = list.split('.');
+  let opts = name === 'default' ? lowerKernel(k.ast, { target }).opts : VARIANTS[name!]!;
+  for (const s of suffixes) {
+    const stage = opts.at(-1)!;
+    if (stage.op !== 'STAGE') throw new Error(`${list}: ${name} is not staged`);
+    if (s === 'k16') {
+      const unroll = opts.findIndex(
+        (o) => o.op === 'SPLIT' && o.target === 'UNROLL' && o.axis === stage.axis,
+      );
+      opts = [...opts.slice(0, unroll), ...opts.slice(unroll + 1)];
+    } else opts = [...opts.slice(0, -1), { ...stage, depth: Number(s.slice(1)) }];
+  }
+  return opts;
+}
+
 for (const list of optLists.length ? optLists : ['default']) {
-  const opts = list === 'default' ? undefined : (VARIANTS[list] ?? (JSON.parse(list) as Opt[]));
+  const opts =
+    list === 'default' ? undefined : list.startsWith('[') ? (JSON.parse(list) as Opt[]) : variant(list);
   let line: string;
   try {
     const lowered = lowerKernel(k.ast, { target, opts });

@@ -14,6 +14,7 @@ import { dropTrueGates, simplifyGatedAddresses } from './gates.ts';
 import { gatherLoads } from './gather.ts';
 import { gridIndices, groupReduces, outputsToGlobal } from './grid.ts';
 import { ifBlocks } from './if-blocks.ts';
+import { matrixLoads } from './ldmatrix.ts';
 import { linearize } from './linearize.ts';
 import { vectorNeighbours } from './neighbours.ts';
 import { handCodedOpts } from './opt/heuristic.ts';
@@ -141,7 +142,9 @@ export function lowerKernel(ast: UOp, opts: LowerOptions = {}): LoweredKernel {
   // a tensor-core kernel's vectors are its WMMA operands and STAGE's copies, whose addresses the renderer reads
   if (tensorCores) k = canonicalAddresses(k);
   k = reduceToAccumulators(k);
-  if (tensorCores) k = vectorNeighbours(accumulateInWmma(k));
+  if (tensorCores) k = accumulateInWmma(k);
+  if (tensorCores && target.grid?.matrixLoads) k = matrixLoads(k);
+  if (tensorCores) k = vectorNeighbours(k);
   if (target.grid !== undefined) k = gridIndices(k, target.grid);
   const linear = ifBlocks(linearize(k));
   verifyStage(linear, 'linear');

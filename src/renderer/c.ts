@@ -2,7 +2,7 @@
 // as a GPU kernel over workgroups.
 
 import { exp2Series } from '../codegen/decompose.ts';
-import { type DType, dtypes } from '../dtype.ts';
+import { AddrSpace, type DType, dtypes } from '../dtype.ts';
 import { HOST_BUFFER_ALIGN } from '../helpers.ts';
 import { Ops, opName } from '../uop/ops.ts';
 import type { UOp } from '../uop/uop.ts';
@@ -86,7 +86,10 @@ interface Dialect {
   bitcast(x: string, from: string, to: string): string;
   prelude: string;
   /** Workgroups; LOCAL buffers are declared as the dialect's shared arrays of the C element type. */
-  gpu?: Omit<GpuLanguage, 'local'>;
+  gpu?: Omit<GpuLanguage, 'local'> & {
+    /** Declares a LOCAL buffer of `size` elements of C type `type`; by default a static __shared__ array. */
+    local?: (name: string, type: string, size: number) => string;
+  };
   /** Bytes every buffer's start is aligned to (vector loads at multiples of their size are aligned). */
   alignment: number;
   /** How vectors are written: GCC's vector extensions (C), or CUDA's C++ (a struct of lanes, see CUDA_VECTORS). */
@@ -145,7 +148,18 @@ template <typename T, int N> struct alignas(sizeof(T) * N > 16 ? 16 : sizeof(T) 
     tg_vec<T, N> r; for (int i = 0; i < N; i++) r[i] = a op b[i]; return r; }
 TG_VEC_OP(+) TG_VEC_OP(-) TG_VEC_OP(*) TG_VEC_OP(/)
 template <typename T, int N> __device__ inline tg_vec<T, N> operator-(tg_vec<T, N> a) {
-  tg_vec<T, N> r; for (int i = 0; i < N; i++) r[i] = -a[i]; return r; }`;
+  tg_vec<T, N> r; for (int i = 0; i < N; i++) r[i] = -a[i]; return r; }
+// ldmatrix: N 8 x 8 matrices of 16-bit elements, each lane's address a row's start (LoadArg.matrix)
+template <typename T, int N, bool Trans> __device__ inline tg_vec<T, 2 * N> tg_ldmatrix(const T* p) {
+  unsigned r[4], a = (unsigned)__cvta_generic_to_shared(p);
+  if (N == 4 && Trans) asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];" : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(a));
+  if (N == 4 && !Trans) asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];" : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(a));
+  if (N == 2 && Trans) asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0, %1}, [%2];" : "=r"(r[0]), "=r"(r[1]) : "r"(a));
+  if (N == 2 && !Trans) asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0, %1}, [%2];" : "=r"(r[0]), "=r"(r[1]) : "r"(a));
+  tg_vec<T, 2 * N> v;
+  for (int i = 0; i < N; i++) reinterpret_cast<unsigned*>(&v)[i] = r[i];
+  return v;
+}`;
 
 // A bfloat16 value as its bits: arithmetic sees the float it converts to (exactly, a shift), and a float assigned
 // to it (every op's result is declared as one) rounds to nearest even. Moving one (a load, a store, a tile copy,
@@ -334,7 +348,9 @@ function cLanguage(indexType: string, dialect: Dialect = C_DIALECT): Language {
           // aligned as a vector, which may load or store it whole
           gpu: {
             ...dialect.gpu,
-            local: (n, d, size) => `__shared__ __align__(16) ${storage(d)} ${n}[${size}];`,
+            local: (n, d, size) =>
+              dialect.gpu!.local?.(n, storage(d), size) ??
+              `__shared__ __align__(16) ${storage(d)} ${n}[${size}];`,
           },
           wmma,
         }),
@@ -589,12 +605,32 @@ function launchDims(name: string, linear: UOp): { grid: number[]; block: number[
   return { grid, block };
 }
 
+/** Shared memory a kernel may declare statically; more is dynamic, which the launch asks for. */
+const STATIC_SHARED = 48 * 1024;
+
+/**
+ * Where each LOCAL buffer starts in dynamic shared memory (16-byte aligned) and the bytes in all, where they
+ * take more than a static declaration may; else undefined.
+ */
+function dynamicShared(linear: UOp): { offsets: Map<string, number>; bytes: number } | undefined {
+  const offsets = new Map<string, number>();
+  let bytes = 0;
+  for (const u of linear.src) {
+    if (u.op !== Ops.PARAM || u.argOf(Ops.PARAM).addrspace !== AddrSpace.LOCAL) continue;
+    offsets.set(`temp${u.argOf(Ops.PARAM).slot as number}`, bytes);
+    bytes += Math.ceil((Number(u.src[0]!.sizes[0]) * u.argOf(Ops.PARAM).dtype.itemsize) / 16) * 16;
+  }
+  return bytes > STATIC_SHARED ? { offsets, bytes } : undefined;
+}
+
 /**
  * A kernel's CUDA C source: a __global__ function launched on the grid its SPECIALs name, which its first line
- * states for the CUDA device with the buffers it writes (`// launch grid X Y Z block X Y Z writes 0`).
+ * states for the CUDA device with the buffers it writes and the dynamic shared memory it needs, where its LOCAL
+ * buffers take more than 48 KiB (`// launch grid X Y Z block X Y Z writes 0 shared 98304`).
  */
 export function renderCUDA(name: string, linear: UOp): string {
   const { grid, block } = launchDims(name, linear);
+  const shared = dynamicShared(linear);
   const threads = block[0]! * block[1]! * block[2]!;
   let writes: string[] = [];
   const dialect: Dialect = {
@@ -616,8 +652,22 @@ export function renderCUDA(name: string, linear: UOp): string {
     gpu: {
       special: (n) => `${n.startsWith('g') ? 'blockIdx' : 'threadIdx'}.${AXES[Number(n.at(-1))]}`,
       barrier: '__syncthreads();',
+      ...(shared === undefined
+        ? {}
+        : {
+            local: (n: string, type: string) =>
+              `${shared.offsets.get(n) === 0 ? 'extern __shared__ __align__(16) unsigned char tg_shared[]; ' : ''}${type}* ${n} = (${type}*)(tg_shared + ${shared.offsets.get(n)});`,
+          }),
+      matrixLoad: (dtype, lanes, trans, from) =>
+        `tg_ldmatrix<${dtype === dtypes.bfloat16 ? 'tg_bfloat' : 'tg_half'}, ${lanes / 2}, ${trans}>(${from})`,
+      // .cg (through L2 only) takes 16 bytes alone
+      asyncCopy: (to, from, bytes) =>
+        `asm volatile("cp.async.${bytes === 16 ? 'cg' : 'ca'}.shared.global [%0], [%1], ${bytes};" :: "r"((unsigned)__cvta_generic_to_shared(${to})), "l"(${from}));`,
+      asyncWait: (pending) =>
+        `asm volatile("cp.async.commit_group;"); asm volatile("cp.async.wait_group ${pending};" ::: "memory");`,
     },
   };
   const source = render(cLanguage(indexTypeOf(linear), dialect), name, linear);
-  return `// launch grid ${grid.join(' ')} block ${block.join(' ')} writes ${writes.join(' ')}\n${source}`;
+  const dynamic = shared === undefined ? '' : ` shared ${shared.bytes}`;
+  return `// launch grid ${grid.join(' ')} block ${block.join(' ')} writes ${writes.join(' ')}${dynamic}\n${source}`;
 }

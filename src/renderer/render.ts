@@ -45,6 +45,12 @@ export interface GpuLanguage {
   local(name: string, dtype: DType, size: number): string;
   /** Waits for every thread of the workgroup (and makes their LOCAL writes visible). */
   readonly barrier: string;
+  /** Starts copying `bytes` from global address `from` to shared address `to` (cp.async), on GPUs that can. */
+  asyncCopy?(to: string, from: string, bytes: number): string;
+  /** A warp's matrix load (LoadArg.matrix) of `lanes` elements a lane, from shared address `from`. */
+  matrixLoad?(dtype: DType, lanes: number, trans: boolean, from: string): string;
+  /** Ends the thread's round of asynchronous copies and waits until at most `pending` rounds are in flight. */
+  asyncWait?(pending: number): string;
 }
 
 export interface VectorLanguage {
@@ -118,6 +124,17 @@ export function render(lang: Language, name: string, linear: UOp): string {
     return lang.gpu;
   };
   const localName = (slot: number) => `temp${slot}`;
+  // the loads that asynchronous copies read, where the language has them: the copy reads memory, not registers
+  const asyncLoads = new Set(
+    lang.gpu?.asyncCopy === undefined
+      ? []
+      : linear.src.filter((u) => u.op === Ops.STORE && u.argOf(Ops.STORE)?.async).map((u) => u.src[1]!),
+  );
+  const pointer = (p: Place, what: string) => {
+    if (p.kind !== 'global' || (p.lanes !== undefined && (!consecutive(p.lanes) || !p.aligned)))
+      throw new Error(`render ${lang.name}: a ${what} is not one aligned vector in memory`);
+    return `(${p.buf}+${p.index})`;
+  };
   const vec = () => {
     if (lang.vector === undefined) throw new Error(`render ${lang.name}: the target has no vector types`);
     return lang.vector;
@@ -202,6 +219,20 @@ export function render(lang: Language, name: string, linear: UOp): string {
       }
       case Ops.LOAD: {
         const p = place(u.src[0]!);
+        if (asyncLoads.has(u)) {
+          places.set(u, p); // the copy's source (its gate is the copy's)
+          continue;
+        }
+        const matrix = u.argOf(Ops.LOAD)?.matrix;
+        if (matrix !== undefined) {
+          if (gpu().matrixLoad === undefined)
+            throw new Error(`render ${lang.name}: the target has no matrix loads`);
+          const n = fresh('val');
+          names.set(u, n);
+          const value = gpu().matrixLoad!(u.dtype.base, u.lanes, matrix.trans, pointer(p, 'matrix row'));
+          emit(lang.declare(n, u.dtype, value, u.lanes));
+          continue;
+        }
         const lanes = u.lanes;
         const value =
           u.src.length === 3
@@ -214,6 +245,14 @@ export function render(lang: Language, name: string, linear: UOp): string {
       }
       case Ops.STORE: {
         const p = place(u.src[0]!);
+        if (asyncLoads.has(u.src[1]!)) {
+          // the copy runs under the store's gate: STAGE gates its load alike (src/codegen/opt/stage.ts withGate)
+          const from = pointer(place(u.src[1]!), "copy's source");
+          const bytes = u.src[1]!.lanes * u.src[1]!.dtype.base.itemsize;
+          const copy = gpu().asyncCopy!(pointer(p, "copy's target"), from, bytes);
+          emit(u.src.length === 3 ? lang.when(ref(u.src[2]!), copy) : copy);
+          continue;
+        }
         const value = ref(u.src[1]!);
         let statement: string;
         if (p.kind === 'global') {
@@ -246,9 +285,12 @@ export function render(lang: Language, name: string, linear: UOp): string {
         emit(lang.declare(n, u.dtype, gpu().special(n), 1));
         continue;
       }
-      case Ops.BARRIER:
+      case Ops.BARRIER: {
+        const pending = u.argOf(Ops.BARRIER)?.pending;
+        if (pending !== undefined && gpu().asyncWait !== undefined) emit(gpu().asyncWait!(pending));
         emit(gpu().barrier);
         continue;
+      }
       case Ops.WMMA: {
         if (lang.wmma === undefined)
           throw new Error(`render ${lang.name}: the target has no tensor cores (${u.argOf(Ops.WMMA).name})`);

@@ -35,6 +35,11 @@ function argOf(u: UOp): SimtArg | undefined {
       return { values: u.argOf(Ops.VCONST).values.map(constant) };
     case Ops.WMMA:
       return { tensorCore: u.argOf(Ops.WMMA).name, lanes: u.lanes };
+    case Ops.LOAD: {
+      const matrix = u.argOf(Ops.LOAD)?.matrix;
+      if (matrix !== undefined) return { lanes: u.lanes, transposed: matrix.trans };
+      return u.lanes > 1 ? { lanes: u.lanes } : undefined;
+    }
     case Ops.STACK:
       // an index STACK is a shape, not a value
       return u.dtype.name === 'index' ? undefined : { lanes: u.lanes };

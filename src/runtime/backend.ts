@@ -69,7 +69,17 @@ export abstract class Backend {
    * grid's second and third dimensions (the first has 2^31 - 1). Undefined for a device whose kernels are loops
    * (a CPU); defined, kernels run on a grid of workgroups (src/codegen/grid.ts).
    */
-  workgroups(): { maxThreads: number; localBytes: number; maxOuterGroups?: number } | undefined {
+  workgroups():
+    | {
+        maxThreads: number;
+        localBytes: number;
+        maxOuterGroups?: number;
+        /** Global-to-shared copies that complete asynchronously (cp.async). */
+        asyncCopies?: boolean;
+        /** Warp-wide matrix loads of tensor-core fragments (ldmatrix). */
+        matrixLoads?: boolean;
+      }
+    | undefined {
     return undefined;
   }
 

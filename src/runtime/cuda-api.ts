@@ -41,6 +41,7 @@ const DRIVER = {
   cuMemcpyDtoD_v2: 'int cuMemcpyDtoD_v2(uintptr_t dst, uintptr_t src, size_t bytes)',
   cuModuleLoadData: 'int cuModuleLoadData(void *module, const void *image)',
   cuModuleGetFunction: 'int cuModuleGetFunction(void *fn, uintptr_t module, const char *name)',
+  cuFuncSetAttribute: 'int cuFuncSetAttribute(uintptr_t fn, int attrib, int value)',
   cuModuleUnload: 'int cuModuleUnload(uintptr_t module)',
   cuLaunchKernel:
     'int cuLaunchKernel(uintptr_t fn, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx, unsigned int by, unsigned int bz, unsigned int shared, uintptr_t stream, uintptr_t params, uintptr_t extra)',
@@ -112,6 +113,7 @@ export interface Gpu {
   maxThreads: number;
   /** Workgroups in the grid's y and z dimensions, at most. */
   maxOuterGroups: number;
+  /** Shared memory a block may have, opted in to (the static limit is 48 KiB). */
   sharedBytes: number;
   totalBytes: number;
   /** cuDriverGetVersion's: 1000 x major + 10 x minor (12010 is CUDA 12.1). */

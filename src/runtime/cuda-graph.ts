@@ -53,6 +53,7 @@ export class CUDAGraph {
       const view = new DataView(node.params.buffer);
       view.setBigUint64(0, BigInt(program.fn), true);
       for (const [i, n] of program.launch.dims.entries()) view.setUint32(8 + 4 * i, n, true);
+      view.setUint32(32, program.launch.shared, true); // sharedMemBytes
       view.setBigUint64(40, BigInt(node.args.address), true);
       const added = new OutHandle();
       const deps = this.nodes.length ? 1 : 0;

@@ -45,9 +45,12 @@ const ATTRIBUTE = {
   maxThreadsPerBlock: 1,
   maxGridY: 6,
   sharedPerBlock: 8,
+  sharedPerBlockOptIn: 97,
   ccMajor: 75,
   ccMinor: 76,
 } as const;
+/** CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES */
+const FUNC_MAX_DYNAMIC_SHARED = 8;
 
 function openGpu(ordinal: number): Gpu {
   const driver = cudaDriver();
@@ -81,7 +84,7 @@ function openGpu(ordinal: number): Gpu {
     arch: `sm_${attribute(ATTRIBUTE.ccMajor)}${attribute(ATTRIBUTE.ccMinor)}`,
     maxThreads: attribute(ATTRIBUTE.maxThreadsPerBlock),
     maxOuterGroups: attribute(ATTRIBUTE.maxGridY),
-    sharedBytes: attribute(ATTRIBUTE.sharedPerBlock),
+    sharedBytes: attribute(ATTRIBUTE.sharedPerBlockOptIn),
     totalBytes: Number(total[0]),
     driverVersion: version[0]!,
   };
@@ -140,15 +143,23 @@ class CUDAAllocator extends Allocator<number> {
   }
 }
 
-/** How a kernel launches, from the line renderCUDA writes first: `// launch grid X Y Z block X Y Z writes 0 ...`. */
+/**
+ * How a kernel launches, from the line renderCUDA writes first: `// launch grid X Y Z block X Y Z writes 0 ...`
+ * and `shared N` where it needs dynamic shared memory.
+ */
 export interface Launch {
   dims: [number, number, number, number, number, number];
   /** The buffers (data0, data1, ...) it writes. */
   writes: number[];
+  /** Bytes of dynamic shared memory. */
+  shared: number;
 }
 
 function launchOf(name: string, source: string, maxOuterGroups: number): Launch {
-  const m = /^\/\/ launch grid (\d+) (\d+) (\d+) block (\d+) (\d+) (\d+) writes([\d ]*)$/m.exec(source);
+  const m =
+    /^\/\/ launch grid (\d+) (\d+) (\d+) block (\d+) (\d+) (\d+) writes([\d ]*?)(?: shared (\d+))?$/m.exec(
+      source,
+    );
   if (m === null)
     throw new Error(`CUDA: kernel ${name}: its source has no '// launch grid ... block ... writes ...' line`);
   const dims = m.slice(1, 7).map(Number) as Launch['dims'];
@@ -157,7 +168,7 @@ function launchOf(name: string, source: string, maxOuterGroups: number): Launch 
     throw new Error(
       `CUDA: kernel ${name}: grid ${dims.slice(0, 3).join('x')} is larger than this GPU's (2^31-1 x ${maxOuterGroups} x ${maxOuterGroups})`,
     );
-  return { dims, writes: m[7]!.trim().split(/\s+/).filter(Boolean).map(Number) };
+  return { dims, writes: m[7]!.trim().split(/\s+/).filter(Boolean).map(Number), shared: Number(m[8] ?? 0) };
 }
 
 export class CUDABackend extends Backend {
@@ -180,12 +191,14 @@ export class CUDABackend extends Backend {
     return 'CUDA';
   }
 
-  // 48 KiB of static shared memory is what a kernel may declare without opting in to more
+  // beyond 48 KiB a kernel's shared memory is dynamic, which it opts in to (CUDAProgram)
   override workgroups() {
     return {
       maxThreads: this.gpu.maxThreads,
-      localBytes: Math.min(this.gpu.sharedBytes, 48 * 1024),
+      localBytes: this.gpu.sharedBytes,
       maxOuterGroups: this.gpu.maxOuterGroups,
+      asyncCopies: Number(this.gpu.arch.slice(3)) >= 80,
+      matrixLoads: Number(this.gpu.arch.slice(3)) >= 75,
     };
   }
 
@@ -252,6 +265,12 @@ export class CUDABackend extends Backend {
       this.gpu.driver.cuModuleGetFunction(fn.ptr, module, name),
       'cuModuleGetFunction',
     );
+    if (launch.shared > 0)
+      checkDriver(
+        use(this.gpu),
+        this.gpu.driver.cuFuncSetAttribute(fn.read(), FUNC_MAX_DYNAMIC_SHARED, launch.shared),
+        `cuFuncSetAttribute (kernel ${name}, ${launch.shared} bytes of dynamic shared memory)`,
+      );
     return new CUDAProgram(this, this.gpu, name, fn.read(), launch);
   }
 
@@ -408,7 +427,7 @@ export class CUDAProgram implements Program {
     if (!timed) {
       checkDriver(
         d,
-        d.cuLaunchKernel(this.fn, gx, gy, gz, bx, by, bz, 0, 0, this.args.address, 0),
+        d.cuLaunchKernel(this.fn, gx, gy, gz, bx, by, bz, this.launch.shared, 0, this.args.address, 0),
         this.launchName(),
       );
       return 0;
@@ -417,7 +436,7 @@ export class CUDAProgram implements Program {
     checkDriver(d, d.cuEventRecord(start, 0), 'cuEventRecord');
     checkDriver(
       d,
-      d.cuLaunchKernel(this.fn, gx, gy, gz, bx, by, bz, 0, 0, this.args.address, 0),
+      d.cuLaunchKernel(this.fn, gx, gy, gz, bx, by, bz, this.launch.shared, 0, this.args.address, 0),
       this.launchName(),
     );
     checkDriver(d, d.cuEventRecord(end, 0), 'cuEventRecord');

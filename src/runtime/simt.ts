@@ -36,7 +36,9 @@ export type SimtArg =
   | { lanes: number }
   | { values: (string | number | boolean)[] }
   /** A warp-level multiply by the named tensor core (one of SIMTBackend's tensorCores()). */
-  | { tensorCore: string; lanes: number };
+  | { tensorCore: string; lanes: number }
+  /** A warp's matrix load (LoadArg.matrix): each lane's address starts a row of the 8 x 8 matrices. */
+  | { lanes: number; transposed: boolean };
 
 export interface SimtProgram {
   name: string;
@@ -58,7 +60,8 @@ export class SIMTBackend extends Backend {
 
   // as a small GPU's (CUDA allows 1024 threads and 48 KiB of static shared memory; tests stay small)
   override workgroups() {
-    return { maxThreads: 256, localBytes: 48 * 1024 };
+    // asynchronous copies run as plain ones, which is one of the orders a GPU may take
+    return { maxThreads: 256, localBytes: 48 * 1024, asyncCopies: true, matrixLoads: true };
   }
 
   // as CUDA's widest load (float4): each thread's vectors
@@ -165,6 +168,8 @@ interface Step {
   /** An INDEX of a vector value (not of memory): the lane it reads. */
   lane?: number;
   tensorCore?: TensorCore;
+  /** A matrix load's layout: whether each lane gets a column pair rather than a row pair. */
+  transposed?: boolean;
 }
 
 // Fast forms of the commonest ops, computing exactly what execAlu does (src/uop/alu.ts) without its generality:
@@ -261,6 +266,7 @@ function decode(name: string, [op, dtype, src, arg]: SimtInstruction, steps: rea
     step.vector = arg.values.map(parse);
     step.lanes = arg.values.length;
   }
+  if (arg !== undefined && 'transposed' in arg) step.transposed = arg.transposed;
   if (arg !== undefined && 'tensorCore' in arg) {
     const tc = NVIDIA_TENSOR_CORES.find((x) => x.name === arg.tensorCore);
     if (tc === undefined) throw new Error(`SIMT: kernel ${name}: no tensor core ${arg.tensorCore}`);
@@ -471,6 +477,18 @@ class SIMTProgram implements Program {
             return mem.plain ? (data as StorageArray)[at]! : readElement(mem.dtype, data as StorageArray, at);
           };
           const out = new Array<V>(count);
+          if (s.transposed !== undefined) {
+            values[pc] = this.matrixLoad(
+              pc,
+              s.transposed,
+              width,
+              count,
+              mask,
+              (t) => Number(lanesOf(idx, t)[0]),
+              (at, t) => read(at, t, false, 0),
+            );
+            continue;
+          }
           if (sampling !== undefined && mem.space === 'GLOBAL')
             noteSectors(
               this.name,
@@ -598,6 +616,33 @@ class SIMTProgram implements Program {
       );
     h.writer[at] = t;
     h.writeEpoch[at] = epoch;
+  }
+
+  /**
+   * A matrix load (ldmatrix) for every warp of the group: lane L's address starts row L of the 8 x 8 matrices,
+   * and lane T gets row T / 4, columns 2 (T % 4) + e of each (transposed: rows 2 (T % 4) + e of column T / 4).
+   */
+  private matrixLoad(
+    pc: number,
+    transposed: boolean,
+    lanes: number,
+    count: number,
+    mask: readonly boolean[],
+    rowOf: (t: number) => number,
+    read: (at: number, t: number) => V,
+  ): Lanes {
+    if (count % WARP !== 0 || mask.includes(false))
+      this.fail(pc, `a matrix load needs whole warps of ${WARP} threads, all active; the group has ${count}`);
+    const out = new Array<V>(count);
+    for (let t = 0; t < count; t++) {
+      const [w, T] = [t - (t % WARP), t % WARP];
+      out[t] = Array.from({ length: lanes }, (_, i) => {
+        const [j, e] = [i >> 1, i & 1];
+        const [r, c] = transposed ? [2 * (T % 4) + e, T >> 2] : [T >> 2, 2 * (T % 4) + e];
+        return read(rowOf(w + 8 * j + r) + c, t);
+      }) as unknown as V;
+    }
+    return out;
   }
 
   /**

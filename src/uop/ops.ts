@@ -249,6 +249,21 @@ export interface ReduceArg {
 export interface LoadArg {
   device?: Device;
   addrspace?: AddrSpace;
+  /**
+   * A warp's load of 8 x 8 matrices of 16-bit elements from LOCAL memory (ldmatrix): lane L's address (the
+   * INDEX's base; its offsets 0.. are the row's first elements) starts row L of the matrices, 16 bytes aligned,
+   * and lane T gets two elements of each matrix j: row T / 4, columns 2 (T % 4) and 2 (T % 4) + 1, or
+   * (`trans`) rows 2 (T % 4) and 2 (T % 4) + 1 of column T / 4. As many matrices as half the load's lanes.
+   */
+  matrix?: { trans: boolean };
+}
+/** A STORE into LOCAL memory of a GLOBAL load that may land late (cp.async): by the next BARRIER that waits. */
+export interface StoreArg {
+  async: true;
+}
+/** A BARRIER that first waits for the thread's asynchronous copies, all but the `pending` latest rounds of them. */
+export interface BarrierArg {
+  pending: number;
 }
 export interface RangeArg {
   /** Distinguishes ranges with the same bound; also their order in a kernel. */
@@ -283,6 +298,8 @@ export interface ArgTypes {
   [Ops.REDUCE]: ReduceArg;
   [Ops.GETTUPLE]: number;
   [Ops.LOAD]: LoadArg | null;
+  [Ops.STORE]: StoreArg | null;
+  [Ops.BARRIER]: BarrierArg | null;
   [Ops.COPY]: Device;
   [Ops.RANGE]: RangeArg;
   [Ops.CAST]: DType;

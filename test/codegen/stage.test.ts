@@ -156,6 +156,38 @@ describe('STAGE on SIMT', () => {
     );
   });
 
+  it('gives the unstaged bits with asynchronous copies 1 to 3 iterations ahead (float32, float16, bfloat16)', () => {
+    fc.assert(
+      fc.property(
+        fc.constantFrom(dtypes.float32, dtypes.float16, dtypes.bfloat16),
+        fc.constantFrom(32, 64),
+        fc.constantFrom(32, 64, 96),
+        fc.constantFrom(16, 32),
+        fc.constantFrom(1, 2, 3),
+        tcOpts,
+        (d, M, K, N, depth, o) => {
+          const k = matmul(M, K, N, d);
+          const tc: Opt[] = d === dtypes.float32 ? [] : [{ op: 'TC', axis: 2, tc: -1, opt: 0, mode: 1 }];
+          const { opts, reduce } = splits(k.ast, tc, [
+            { axis: 2, factor: o.unroll * (d === dtypes.float32 ? 4 : 1), target: AxisType.UNROLL },
+            { axis: 1, factor: o.upN, target: AxisType.UPCAST },
+            { axis: 1, factor: d === dtypes.float32 ? 8 : o.localN, target: AxisType.LOCAL },
+            { axis: 0, factor: o.upM * (d === dtypes.float32 ? 2 : 1), target: AxisType.UPCAST },
+          ]);
+          const staged = run(k, [...opts, { op: 'STAGE', axis: reduce, depth }]);
+          expect(locals(staged.linear)).toBe(2);
+          // every tile's copies are asynchronous after the first `depth` iterations, waited for by the BARRIER
+          const stores = staged.linear.src.filter((u) => u.op === Ops.STORE && u.argOf(Ops.STORE)?.async);
+          expect(stores.length).toBeGreaterThanOrEqual(2);
+          expect(staged.linear.src.find((u) => u.op === Ops.BARRIER)?.arg).toEqual({ pending: depth });
+          expect(staged.cuda).toContain(`cp.async.wait_group ${depth};`);
+          expect(staged.values).toEqual(run(k, opts).values);
+        },
+      ),
+      { numRuns: 8, seed: 13 },
+    );
+  });
+
   it("gives a conv's unstaged bits, staged on each of its reduce axes (channels, window rows, columns)", () => {
     const x = Tensor.empty([2, 8, 6, 16], { device: 'SIMT' });
     const k = scheduleOf([x.conv2d(Tensor.empty([16, 8, 3, 3], { device: 'SIMT' }))]).kernels.at(-1)!;
@@ -190,6 +222,43 @@ describe('STAGE on SIMT', () => {
       { op: 'STAGE', axis: 5 },
     ]);
     expect(lowerKernel(matmul(64, 64, 64, dtypes.float16).ast, { target }).opts.at(-1)?.op).not.toBe('STAGE');
+  });
+
+  it('is chosen 2 iterations ahead in big blocks where the GPU copies asynchronously and the grid stays full', () => {
+    const big = { ...target, grid: { ...target.grid!, localBytes: 227 * 1024 } };
+    const block = (warpsN: number) => [
+      { op: 'TC', axis: 2, tc: 0, opt: 0, mode: 1 },
+      { op: 'SPLIT', axis: 1, factor: 8, target: AxisType.UPCAST },
+      { op: 'SPLIT', axis: 0, factor: 4, target: AxisType.UPCAST },
+      { op: 'SPLIT', axis: 2, factor: warpsN, target: AxisType.LOCAL },
+      { op: 'SPLIT', axis: 0, factor: 2, target: AxisType.LOCAL },
+    ];
+    const k32 = [
+      { op: 'SPLIT', axis: 6, factor: 2, target: AxisType.UNROLL },
+      { op: 'STAGE', axis: 6, depth: 2 },
+    ];
+    // 128 x 128 blocks at 4096 (1024 of them), 128 x 256 at 8192; K by 32 where 4 buffers fit, else by 16
+    expect(lowerKernel(matmul(4096, 4096, 4096, dtypes.float16).ast, { target: big }).opts).toEqual([
+      ...block(2),
+      ...k32,
+    ]);
+    expect(lowerKernel(matmul(8192, 8192, 8192, dtypes.float16).ast, { target: big }).opts).toEqual([
+      ...block(4),
+      ...k32,
+    ]);
+    expect(lowerKernel(matmul(4096, 4096, 4096, dtypes.float16).ast, { target }).opts).toEqual([
+      ...block(2),
+      { op: 'STAGE', axis: 6, depth: 2 },
+    ]);
+    // too few blocks to fill the GPU: the 64 x 128 synchronous default
+    expect(lowerKernel(matmul(1024, 1024, 1024, dtypes.float16).ast, { target: big }).opts.at(-1)).toEqual({
+      op: 'STAGE',
+      axis: 5,
+    });
+    // the big block's kernel on SIMT: the unstaged bits
+    const k = matmul(128, 64, 128, dtypes.float16);
+    const opts = block(2) as Opt[];
+    expect(run(k, [...opts, { op: 'STAGE', axis: 6, depth: 2 }]).values).toEqual(run(k, opts).values);
   });
 
   it('refuses STAGE with a reason: no local memory, not last, not a reduce, no threads, tiles too big', () => {

@@ -25,6 +25,8 @@ const argOps: Record<keyof ArgTypes, true> = {
   [Ops.REDUCE]: true,
   [Ops.GETTUPLE]: true,
   [Ops.LOAD]: true,
+  [Ops.STORE]: true,
+  [Ops.BARRIER]: true,
   [Ops.COPY]: true,
   [Ops.RANGE]: true,
   [Ops.CAST]: true,
@@ -63,6 +65,9 @@ function everyArgGraph(): UOp {
     UOp.make(Ops.GETTUPLE, [fn], 1).withTag(7),
     UOp.make(Ops.LOAD, [x], { device: 'CUDA:0', addrspace: AddrSpace.REG }),
     UOp.make(Ops.LOAD, [x], null),
+    UOp.make(Ops.BARRIER, [UOp.make(Ops.STORE, [p0, p1], { async: true })], {
+      pending: 2,
+    }),
     UOp.make(Ops.COPY, [x], ['CUDA:0', 'CUDA:1']),
     UOp.make(Ops.COPY, [x], 'CUDA:1'),
     loop.mul(4).add(n),

@@ -26,9 +26,10 @@ export type Opt =
   | { op: 'TC'; axis: number; tc: number; opt: number; mode: number }
   /**
    * The loads over reduce axis `axis` read tiles the workgroup copies into LOCAL memory each iteration
-   * (src/codegen/opt/stage.ts). The last opt: it tiles by the workgroup the opts before it made.
+   * (src/codegen/opt/stage.ts). The last opt: it tiles by the workgroup the opts before it made. `depth` >= 1
+   * copies asynchronously, that many iterations ahead (on targets with asyncCopies); 0 or none: synchronously.
    */
-  | { op: 'STAGE'; axis: number };
+  | { op: 'STAGE'; axis: number; depth?: number };
 
 /** A GPU's grid of workgroups: output axes run as workgroups (GLOBAL) and as threads of one (LOCAL). */
 export interface Grid {
@@ -38,6 +39,10 @@ export interface Grid {
   localBytes: number;
   /** Workgroups in the grid's second and third dimensions, at most (CUDA's 65535 where not given). */
   maxOuterGroups?: number;
+  /** Copies from global into shared memory that complete asynchronously (cp.async, sm_80 on): STAGE's depth. */
+  asyncCopies?: boolean;
+  /** Warp-wide loads of tensor-core fragments from shared memory (ldmatrix, sm_75 on): src/codegen/ldmatrix.ts. */
+  matrixLoads?: boolean;
 }
 
 /** What legality needs to know about the device a kernel is for. */
@@ -81,7 +86,7 @@ export function printOpt(o: Opt): string {
     case 'TC':
       return `TC(${o.axis},${o.tc},${o.opt},${o.mode})`;
     case 'STAGE':
-      return `STAGE(${o.axis})`;
+      return o.depth ? `STAGE(${o.axis},${o.depth})` : `STAGE(${o.axis})`;
   }
 }
 
@@ -240,7 +245,12 @@ function stageIllegal(o: Extract<Opt, { op: 'STAGE' }>, k: Kernel): string | und
   if (k.target.grid === undefined) return 'the target has no local memory';
   const missing = axisError(k, o.axis);
   if (missing !== undefined) return missing;
-  const plan = stagePlan(k.ast, o.axis);
+  const depth = o.depth ?? 0;
+  if (!Number.isInteger(depth) || depth < 0 || depth > 4)
+    return `depth ${depth} is not an integer from 0 to 4`;
+  if (depth > 0 && !k.target.grid.asyncCopies)
+    return 'the target has no asynchronous copies (depth must be 0)';
+  const plan = stagePlan(k.ast, o.axis, depth);
   if (typeof plan === 'string') return plan;
   if (plan.bytes > k.target.grid.localBytes)
     return `its tiles take ${plan.bytes} bytes of local memory, more than the target's ${k.target.grid.localBytes}`;
@@ -276,7 +286,7 @@ function apply(ast: UOp, o: Opt, target: Target): UOp {
     case 'TC':
       return applyTensorCore(ast, o.axis, o.tc, o.opt, target.tensorCores);
     case 'STAGE':
-      return applyStage(ast, stagePlan(ast, o.axis) as StagePlan);
+      return applyStage(ast, stagePlan(ast, o.axis, o.depth ?? 0) as StagePlan);
     case 'NOLOCALS': // only restricts the opts after it
       return ast;
   }

@@ -5,7 +5,8 @@
 // An operand read by many threads of the group (A by every warp along N) then leaves global memory once. The
 // tiles are double-buffered by the parity of the iteration (counting the reduce loops around the staged one), so
 // one BARRIER an iteration orders both hazards: a thread writes a buffer only after every thread passed the
-// BARRIER that follows the last reads of it. SIMT checks both in CI (test/codegen/stage.test.ts).
+// BARRIER that follows the last reads of it. SIMT checks both in CI (test/codegen/stage.test.ts). With a depth,
+// the copies are asynchronous (cp.async) and run that many iterations ahead through more buffers (applyStage).
 import { AddrSpace, dtypes } from '../../dtype.ts';
 import { AxisType, Ops } from '../../uop/ops.ts';
 import { substitute } from '../../uop/pattern.ts';
@@ -24,6 +25,8 @@ const BLOCK: ReadonlySet<AxisType> = new Set([
 const THREADS: ReadonlySet<AxisType> = new Set([AxisType.LOCAL, AxisType.WARP]);
 /** Bytes each thread copies at once (ld.global.v4, st.shared.v4). */
 const COPY_BYTES = 16;
+/** Bytes one asynchronous copy (cp.async) moves. */
+const ASYNC_BYTES: ReadonlySet<number> = new Set([4, 8, 16]);
 /** Bytes added to each row of a tile, so that the rows a warp reads together start in different banks. */
 const ROW_PAD_BYTES = 16;
 
@@ -125,6 +128,7 @@ function tileOf(
   fragments: readonly UOp[],
   isBlock: (r: UOp) => boolean,
   threads: number,
+  async: boolean,
 ): Tile | string {
   const addresses: Address[] = [];
   for (const load of loads) {
@@ -144,7 +148,9 @@ function tileOf(
   const base = sum(addresses[0]!.base);
   if (addresses.some((a) => sum(a.base) !== base)) return "the loads' addresses differ outside the block";
   const { itemsize } = buffer.dtype;
+  // an asynchronous copy moves whole runs of bytes: it cannot interleave two rows
   const paired = (r: Rectangle) =>
+    !async &&
     itemsize === 2 &&
     r.rows % 2 === 0 &&
     r.stride !== Number.POSITIVE_INFINITY &&
@@ -162,6 +168,8 @@ function tileOf(
   );
   const vector =
     widths.find((v) => (rect.rows * rect.cols) / v >= threads * (pairs ? 2 : 1)) ?? widths.at(-1) ?? 1;
+  if (async && !ASYNC_BYTES.has(vector * itemsize))
+    return `its rows copy ${vector * itemsize} bytes at once, and asynchronous copies move 4, 8 or 16`;
   // the copy stays inside what the loads read: its last element is no further than theirs
   const last =
     rect.stride === Number.POSITIVE_INFINITY ? rect.cols - 1 : (rect.rows - 1) * rect.stride + rect.cols - 1;
@@ -179,10 +187,15 @@ export interface StagePlan {
   tiles: Tile[];
   /** The workgroup's thread axes, outermost first. */
   threads: UOp[];
+  /** Iterations the asynchronous copies run ahead (0: copies are synchronous, the tiles double-buffered). */
+  depth: number;
   bytes: number;
 }
 
-export function stagePlan(ast: UOp, axis: number): StagePlan | string {
+/** Each tile's buffers: two for synchronous copies; for copies `depth` iterations ahead, depth + 2 (see applyStage). */
+const buffersOf = (depth: number) => (depth === 0 ? 2 : depth + 2);
+
+export function stagePlan(ast: UOp, axis: number, depth = 0): StagePlan | string {
   const ranges = kernelRanges(ast);
   const range = ranges[axis];
   if (range === undefined || rangeArg(range).type !== AxisType.REDUCE)
@@ -210,19 +223,19 @@ export function stagePlan(ast: UOp, axis: number): StagePlan | string {
   if (byBuffer.size === 0) return `no load reads axis ${axis}`;
   const tiles: Tile[] = [];
   for (const [buffer, loads] of byBuffer) {
-    const tile = tileOf(buffer, loads, fragments, isBlock, count);
+    const tile = tileOf(buffer, loads, fragments, isBlock, count, depth > 0);
     if (typeof tile === 'string') return `buffer ${buffer.argOf(Ops.PARAM).slot}: ${tile}`;
     tiles.push(tile);
   }
-  const bytes = tiles.reduce((n, t) => n + 2 * tileSize(t) * t.buffer.dtype.itemsize, 0);
+  const bytes = tiles.reduce((n, t) => n + buffersOf(depth) * tileSize(t) * t.buffer.dtype.itemsize, 0);
   const loops = reduce.src
     .slice(1)
     .filter((r) => rangeArg(r).type === AxisType.REDUCE && rangeArg(r).id <= rangeArg(range).id)
     .sort((a, b) => rangeArg(a).id - rangeArg(b).id);
-  return { loops, tiles, threads, bytes };
+  return { loops, tiles, threads, depth, bytes };
 }
 
-/** Elements of one of a tile's two buffers. */
+/** Elements of one of a tile's buffers. */
 const tileSize = (t: Tile) => (t.pairs ? t.rows / 2 : t.rows) * t.pitch;
 
 /** Where the tile holds (row, col), both sums: rows in pairs interleave their elements. */
@@ -242,9 +255,16 @@ function tileIndex(t: Tile, row: [Map<UOp, number>, number], col: UOp): UOp {
 const lanes = (n: number) =>
   UOp.make(Ops.VCONST, [], { values: Array.from({ length: n }, (_, i) => i), dtype: dtypes.index });
 
-/** The kernel with the plan's loads read from double-buffered LOCAL tiles that the workgroup fills. */
+/**
+ * The kernel with the plan's loads read from LOCAL tiles that the workgroup fills. Synchronous copies (depth 0)
+ * fill buffer i % 2 in iteration i before its BARRIER. Asynchronous ones (depth d) are issued d iterations ahead:
+ * iteration i issues the copy of iteration i + d into buffer (i + d) % (d + 2), whose last reads (iteration i - 2)
+ * every thread finished before the BARRIER of iteration i - 1; its BARRIER first waits for all but the latest d
+ * rounds of copies, so that iteration i's have landed. The first d iterations' tiles are copied synchronously in
+ * iteration 0 (a prologue inside the loop: the IR has no statements before a loop that name its iterations).
+ */
 export function applyStage(ast: UOp, plan: StagePlan): UOp {
-  const { threads } = plan;
+  const { threads, depth, loops } = plan;
   const count = threads.reduce((n, r) => n * constSize(r)!, 1);
   const thread = threads.reduce<UOp>((id, r) => id.mul(constSize(r)!).add(r), UOp.index(0));
   const firstSlot =
@@ -256,64 +276,116 @@ export function applyStage(ast: UOp, plan: StagePlan): UOp {
         .map((u) => u.argOf(Ops.PARAM).slot as number),
     ) + 1;
   // consecutive iterations (of the staged loop and the loops around it: a conv's window row inside its
-  // channels) use the two buffers in turn
-  const iteration = plan.loops.reduce<UOp | undefined>(
+  // channels) use the buffers in turn
+  const iteration = loops.reduce<UOp | undefined>(
     (n, r) => (n === undefined ? r : n.mul(constSize(r)!).add(r)),
     undefined,
   )!;
-  const parity = iteration.mod(2);
-  const replaced = new Map<UOp, UOp>();
+  const total = loops.reduce((n, r) => n * constSize(r)!, 1);
+  const buffers = buffersOf(depth);
+  /** The loops' indices at flat iteration `at` (a constant or an expression), to move an address there. */
+  const loopsAt = (at: UOp): Map<UOp, UOp> => {
+    const out = new Map<UOp, UOp>();
+    let inner = total;
+    for (const r of loops) {
+      inner /= constSize(r)!;
+      out.set(r, at.idiv(inner).mod(constSize(r)!));
+    }
+    return out;
+  };
   const stores: UOp[] = [];
-  const reads: [UOp, Address, Tile, UOp][] = [];
+  const reads: [UOp, Address, UOp][] = [];
   plan.tiles.forEach((tile, i) => {
-    const { rows, cols, pitch, vector, stride, pairs } = tile;
     const size = tileSize(tile);
-    const local = UOp.make(Ops.PARAM, [UOp.shapeVec([2 * size])], {
+    const local = UOp.make(Ops.PARAM, [UOp.shapeVec([buffers * size])], {
       slot: firstSlot + i,
       dtype: tile.buffer.dtype,
       addrspace: AddrSpace.LOCAL,
     });
-    const half = parity.mul(size);
-    // the copy: vector q of the tile (q = j * threads + thread) from row q / (cols / vector), or from the two
-    // rows of pair q / (cols / vector) interleaved
-    const perRow = cols / vector;
-    const chunks = ((pairs ? rows / 2 : rows) * cols) / vector;
-    const at = (x: UOp, n: number) => (n === 1 ? x : UOp.make(Ops.ADD, [x, lanes(n)]));
-    for (let j = 0; j * count < chunks; j++) {
-      const q = thread.add(j * count);
-      // the last round of copies may have fewer vectors than threads: the others skip it
-      const gate = (j + 1) * count > chunks ? q.lt(chunks) : undefined;
-      const [row, col] = [q.idiv(perRow), q.mod(perRow).mul(vector)];
-      const read = (r: UOp) => {
-        const from = tile.base.add(stride === Number.POSITIVE_INFINITY ? col : r.mul(stride).add(col));
-        const source = UOp.make(Ops.INDEX, [tile.buffer, at(from, vector)]);
-        return UOp.make(Ops.LOAD, gate ? [source, UOp.const(tile.buffer.dtype, 0), gate] : [source]);
-      };
-      let value = read(pairs ? row.mul(2) : row);
-      // (one product, so that the renderer sees the vector's alignment)
-      const to = half.add(row.mul(pitch)).add(pairs ? q.mod(perRow).mul(2 * vector) : col);
-      if (pairs) {
-        const [even, odd] = [value, read(row.mul(2).add(1))];
-        const lane = (v: UOp, i: number) => (vector === 1 ? v : UOp.make(Ops.INDEX, [v, UOp.index(i)]));
-        value = UOp.make(
-          Ops.STACK,
-          Array.from({ length: 2 * vector }, (_, i) => lane(i % 2 ? odd : even, i >> 1)),
-        );
+    if (depth === 0)
+      stores.push(...copies(tile, local, tile.base, iteration.mod(2).mul(size), count, thread));
+    else {
+      const ahead = iteration.add(depth);
+      const base = substitute(tile.base, loopsAt(ahead));
+      const at = ahead.mod(buffers).mul(size);
+      const live = ahead.lt(total);
+      for (const s of copies(tile, local, base, at, count, thread))
+        stores.push(UOp.make(Ops.STORE, withGate(s, live), { async: true }));
+      const first = iteration.eq(UOp.index(0));
+      for (let j = 0; j < depth; j++) {
+        const prologue = substitute(tile.base, loopsAt(UOp.index(j)));
+        for (const s of copies(tile, local, prologue, UOp.index(j * size), count, thread))
+          stores.push(UOp.make(Ops.STORE, withGate(s, first)));
       }
-      const target = UOp.make(Ops.INDEX, [local, at(to, pairs ? 2 * vector : vector)]);
-      stores.push(UOp.make(Ops.STORE, gate ? [target, value, gate] : [target, value]));
     }
     for (const a of tile.addresses) {
-      const [r, c, r0, c0] = place(a, stride);
-      reads.push([local, a, tile, half.add(tileIndex(tile, [r, r0], sum(c, c0)))]);
+      const [r, c, r0, c0] = place(a, tile.stride);
+      reads.push([
+        local,
+        a,
+        iteration
+          .mod(buffers)
+          .mul(size)
+          .add(tileIndex(tile, [r, r0], sum(c, c0))),
+      ]);
     }
   });
   // one BARRIER after all the tiles' copies
-  const barrier = UOp.make(Ops.BARRIER, stores);
-  for (const [local, a, , at] of reads)
+  const barrier = UOp.make(Ops.BARRIER, stores, depth === 0 ? null : { pending: depth });
+  const replaced = new Map<UOp, UOp>();
+  for (const [local, a, at] of reads)
     replaced.set(
       a.load,
       UOp.make(Ops.LOAD, [UOp.make(Ops.INDEX, [UOp.make(Ops.AFTER, [local, barrier]), at])]),
     );
   return substitute(ast, replaced);
+}
+
+/** A copy's (index, value, gate?) with `gate` and-ed in, its load gated alike (that a thread skips it whole). */
+function withGate(store: UOp, gate: UOp): UOp[] {
+  const [target, value, old] = store.src as [UOp, UOp, UOp | undefined];
+  const both = old === undefined ? gate : old.and(gate);
+  const gateLoad = (v: UOp): UOp =>
+    v.op === Ops.LOAD
+      ? UOp.make(Ops.LOAD, [v.src[0]!, UOp.const(v.dtype.base, 0), both])
+      : v.withSrc(v.src.map(gateLoad));
+  return [target, gateLoad(value), both];
+}
+
+/**
+ * The stores that copy a tile of the buffer from `base` into `local` from element `at`: vector q of the tile
+ * (q = j * threads + thread) from row q / (cols / vector), or from the two rows of pair q / (cols / vector)
+ * interleaved.
+ */
+function copies(tile: Tile, local: UOp, base: UOp, at: UOp, count: number, thread: UOp): UOp[] {
+  const { rows, cols, pitch, vector, stride, pairs } = tile;
+  const perRow = cols / vector;
+  const chunks = ((pairs ? rows / 2 : rows) * cols) / vector;
+  const lanesOf = (x: UOp, n: number) => (n === 1 ? x : UOp.make(Ops.ADD, [x, lanes(n)]));
+  const stores: UOp[] = [];
+  for (let j = 0; j * count < chunks; j++) {
+    const q = thread.add(j * count);
+    // the last round of copies may have fewer vectors than threads: the others skip it
+    const gate = (j + 1) * count > chunks ? q.lt(chunks) : undefined;
+    const [row, col] = [q.idiv(perRow), q.mod(perRow).mul(vector)];
+    const read = (r: UOp) => {
+      const from = base.add(stride === Number.POSITIVE_INFINITY ? col : r.mul(stride).add(col));
+      const source = UOp.make(Ops.INDEX, [tile.buffer, lanesOf(from, vector)]);
+      return UOp.make(Ops.LOAD, gate ? [source, UOp.const(tile.buffer.dtype, 0), gate] : [source]);
+    };
+    let value = read(pairs ? row.mul(2) : row);
+    // (one product, so that the renderer sees the vector's alignment)
+    const to = at.add(row.mul(pitch)).add(pairs ? q.mod(perRow).mul(2 * vector) : col);
+    if (pairs) {
+      const [even, odd] = [value, read(row.mul(2).add(1))];
+      const lane = (v: UOp, i: number) => (vector === 1 ? v : UOp.make(Ops.INDEX, [v, UOp.index(i)]));
+      value = UOp.make(
+        Ops.STACK,
+        Array.from({ length: 2 * vector }, (_, i) => lane(i % 2 ? odd : even, i >> 1)),
+      );
+    }
+    const target = UOp.make(Ops.INDEX, [local, lanesOf(to, pairs ? 2 * vector : vector)]);
+    stores.push(UOp.make(Ops.STORE, gate ? [target, value, gate] : [target, value]));
+  }
+  return stores;
 }
