@@ -130,15 +130,18 @@ export function use(gpu: Gpu): Driver {
   return gpu.driver;
 }
 
-/** Throws an Error naming the call and the driver's name for `code` unless it is CUDA_SUCCESS. */
-export function checkDriver(d: Driver, code: number, call: string): void {
+/**
+ * Throws an Error naming the call and the driver's name for `code` unless it is CUDA_SUCCESS; `call` may be a
+ * function where naming the call costs (a launch's grid, formatted only when it fails).
+ */
+export function checkDriver(d: Driver, code: number, call: string | (() => string)): void {
   if (code === 0) return;
   const name = new BigUint64Array(1);
   const text =
     d.cuGetErrorName(code, name) === 0 && name[0] !== 0n
       ? koffi().decode(Number(name[0]), 'char', -1)
       : `error ${code}`;
-  throw new CudaError(`CUDA: ${call} failed: ${text}`, code);
+  throw new CudaError(`CUDA: ${typeof call === 'string' ? call : call()} failed: ${text}`, code);
 }
 
 export class CudaError extends Error {

@@ -428,7 +428,7 @@ export class CUDAProgram implements Program {
       checkDriver(
         d,
         d.cuLaunchKernel(this.fn, gx, gy, gz, bx, by, bz, this.launch.shared, 0, this.args.address, 0),
-        this.launchName(),
+        () => this.launchName(),
       );
       return 0;
     }
@@ -437,7 +437,7 @@ export class CUDAProgram implements Program {
     checkDriver(
       d,
       d.cuLaunchKernel(this.fn, gx, gy, gz, bx, by, bz, this.launch.shared, 0, this.args.address, 0),
-      this.launchName(),
+      () => this.launchName(),
     );
     checkDriver(d, d.cuEventRecord(end, 0), 'cuEventRecord');
     checkDriver(d, d.cuEventSynchronize(end), `kernel ${this.name}`);
