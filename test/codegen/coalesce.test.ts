@@ -1,7 +1,12 @@
 // Coalesced GPU reads, counted on the SIMT emulator: the distinct 32-byte sectors each warp's global load touches
 // (countSectors runs the kernels sampled: a few workgroups, each loop twice).
 import { describe, expect, it } from 'vitest';
+import { lowerKernel } from '../../src/codegen/index.ts';
+import { printOpts } from '../../src/codegen/opt/opts.ts';
+import { targetOf } from '../../src/engine/compile.ts';
+import { scheduleOf } from '../../src/engine/realize.ts';
 import { Context } from '../../src/helpers.ts';
+import { Device } from '../../src/runtime/device.ts';
 import { countSectors, type LoadSectors } from '../../src/runtime/simt.ts';
 import { Tensor } from '../../src/tensor/index.ts';
 
@@ -93,5 +98,54 @@ describe('sector counts on SIMT', () => {
       expect(l.bytes / (32 * l.sectors) >= 0.5 || l.sectors / l.requests <= 8, `${l.kernel}:${l.pc}`).toBe(
         true,
       );
+  });
+
+  it('a conv weight gradient over a batch gathered from a training set reads coalesced (the gather laid out as read)', () => {
+    // the one-hot sum that gathers summed into (ci, h, w, b): realized so, the batch innermost, the weight
+    // gradient's warp read it 64 floats apart (32 sectors a request, an eighth used)
+    const samples = Tensor.randint([64], 0, 1000, { device });
+    const x = Tensor.empty([1000, 1, 28, 28], { device }).indexSelect(0, samples);
+    const w = Tensor.empty([8, 1, 5, 5], { device }).requiresGrad_();
+    const y = x.conv2d(w);
+    y.backward(Tensor.empty(y.shape as number[], { device }));
+    const loads = countSectors(() => w.grad!.realize(), { groups: 2, trips: 2 });
+    const products = perKernel(loads)
+      .filter((k) => k[0]!.kernel.startsWith('r_'))
+      .reduce((a, b) => (b.length > a.length ? b : a));
+    expect(products.length).toBeGreaterThanOrEqual(2);
+    for (const l of products) expect(l.bytes / (32 * l.sectors), `${l.kernel}:${l.pc}`).toBeGreaterThan(0.5);
+  });
+
+  it("beautiful_mnist's last conv weight gradient (a 6 x 6 output) splits, shares x among threads, tiles 4 x 4", () => {
+    // no output axis reads contiguously and the reduce's x is 6 long: a thread per result read 64 floats apart
+    const x = Tensor.empty([512, 64, 8, 8], { device });
+    const w = Tensor.empty([64, 64, 3, 3], { device }).requiresGrad_();
+    x.conv2d(w).backward(Tensor.empty([512, 64, 6, 6], { device }));
+    const lowered = scheduleOf([w.grad!]).kernels.map((k) =>
+      lowerKernel(k.ast, { target: targetOf(Device.get(device)) }),
+    );
+    // the products in parts, then the sum of the parts
+    expect(lowered).toHaveLength(2);
+    const opts = printOpts(lowered[0]!.opts);
+    expect(opts).toContain(',6,GROUP_REDUCE)');
+    expect(opts.match(/,4,UPCAST\)/g)).toHaveLength(2);
+  });
+
+  it('a 3x3 conv weight gradient with x shared by 6 threads equals NOOPT', () => {
+    Tensor.manualSeed(3);
+    const x = Tensor.randn([4, 16, 8, 8], { device }).realize();
+    const dy = Tensor.randn([4, 16, 6, 6], { device }).realize();
+    const grad = () => {
+      const w = Tensor.zeros([16, 16, 3, 3], { device }).contiguous().realize().requiresGrad_();
+      x.conv2d(w).backward(dy);
+      return w.grad!;
+    };
+    const k = scheduleOf([grad()]).kernels.at(-1)!;
+    expect(printOpts(lowerKernel(k.ast, { target: targetOf(Device.get(device)) }).opts)).toContain(
+      ',6,GROUP_REDUCE)',
+    );
+    const want = Context.with({ NOOPT: 1 }, () => grad().tolist() as number[][][][]).flat(3);
+    const got = (grad().tolist() as number[][][][]).flat(3);
+    for (const [i, v] of got.entries()) expect(v).toBeCloseTo(want[i]!, 3);
   });
 });
