@@ -131,6 +131,27 @@ describe('sector counts on SIMT', () => {
     expect(opts.match(/,4,UPCAST\)/g)).toHaveLength(2);
   });
 
+  it('a conv weight gradient behind BatchNorm and relu tiles its window kx whole: each computed gradient serves 5', () => {
+    // beautiful_mnist's 5x5 one: the gradient (math on loads) read by every window position; the activation
+    // (a load) by every output channel
+    const x = Tensor.empty([512, 32, 24, 24], { device });
+    const w = Tensor.empty([32, 32, 5, 5], { device }).requiresGrad_();
+    const y = x.conv2d(w);
+    const [mean, scale] = [Tensor.empty([1, 32, 1, 1], { device }), Tensor.empty([1, 32, 1, 1], { device })];
+    y.sub(mean)
+      .mul(scale)
+      .relu()
+      .backward(Tensor.empty(y.shape as number[], { device }));
+    // the conv's output (which the gradient reads), the products in parts, the sum of the parts
+    const opts = scheduleOf([w.grad!]).kernels.map((k) =>
+      printOpts(lowerKernel(k.ast, { target: targetOf(Device.get(device)) }).opts),
+    );
+    const products = opts.find((o) => o.includes(',GROUP_REDUCE)'));
+    expect(products, opts.join('\n')).toBeDefined();
+    expect(products!.match(/,4,UPCAST\)/g)).toHaveLength(2);
+    expect(products).toContain(',5,UPCAST)');
+  });
+
   it('a 3x3 conv weight gradient with x shared by 6 threads equals NOOPT', () => {
     Tensor.manualSeed(3);
     const x = Tensor.randn([4, 16, 8, 8], { device }).realize();
