@@ -9,6 +9,7 @@ import { Context } from '../../src/helpers.ts';
 import { Device } from '../../src/runtime/device.ts';
 import { countSectors, type LoadSectors } from '../../src/runtime/simt.ts';
 import { Tensor } from '../../src/tensor/index.ts';
+import { AxisType } from '../../src/uop/ops.ts';
 
 const device = 'SIMT';
 function perKernel(loads: readonly LoadSectors[]): LoadSectors[][] {
@@ -150,6 +151,22 @@ describe('sector counts on SIMT', () => {
     expect(products, opts.join('\n')).toBeDefined();
     expect(products!.match(/,4,UPCAST\)/g)).toHaveLength(2);
     expect(products).toContain(',5,UPCAST)');
+  });
+
+  it("a conv over a relu'd activation tiles 4 output channels a thread before its workgroups", () => {
+    // beautiful_mnist's second conv: 32 output channels as threads each computed the relu of every input again
+    const x = Tensor.empty([512, 32, 24, 24], { device })
+      .add(Tensor.empty([1, 32, 1, 1], { device }))
+      .relu();
+    const y = x.conv2d(Tensor.empty([32, 32, 5, 5], { device }));
+    const [k] = scheduleOf([y]).kernels;
+    const opts = lowerKernel(k!.ast, { target: targetOf(Device.get(device)) }).opts;
+    // the channel axis (1) split by 4 as UPCAST before any LOCAL split
+    const tile = opts.findIndex(
+      (o) => o.op === 'SPLIT' && o.axis === 1 && o.factor === 4 && o.target === AxisType.UPCAST,
+    );
+    expect(tile, printOpts(opts)).toBeGreaterThanOrEqual(0);
+    expect(opts.findIndex((o) => o.op === 'SPLIT' && o.target === AxisType.LOCAL)).toBeGreaterThan(tile);
   });
 
   it('a 3x3 conv weight gradient with x shared by 6 threads equals NOOPT', () => {
