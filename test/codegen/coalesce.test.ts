@@ -169,6 +169,27 @@ describe('sector counts on SIMT', () => {
     expect(opts.findIndex((o) => o.op === 'SPLIT' && o.target === AxisType.LOCAL)).toBeGreaterThan(tile);
   });
 
+  it("a conv's input gradient behind relu tiles 4 input channels and its window's kx whole before its workgroups", () => {
+    // the relu'd output gradient (math on loads) times each weight of a window, stored window by window: threads
+    // along ci and the window computed it again for every product
+    const x = Tensor.empty([512, 64, 8, 8], { device }).requiresGrad_();
+    x.conv2d(Tensor.empty([64, 64, 3, 3], { device }))
+      .relu()
+      .backward(Tensor.empty([512, 64, 6, 6], { device }));
+    const opts = scheduleOf([x.grad!]).kernels.map(
+      (k) => lowerKernel(k.ast, { target: targetOf(Device.get(device)) }).opts,
+    );
+    const windows = opts.find((o) => o.some((s) => s.op === 'SPLIT' && s.factor === 3));
+    expect(windows, opts.map(printOpts).join('\n')).toBeDefined();
+    const upcasts = windows!.flatMap((o) =>
+      o.op === 'SPLIT' && o.target === AxisType.UPCAST ? [o.factor] : [],
+    );
+    expect(upcasts.sort()).toEqual([3, 4]);
+    // every UPCAST split before the first LOCAL one
+    const kinds = windows!.flatMap((o) => (o.op === 'SPLIT' ? [o.target] : []));
+    expect(kinds.lastIndexOf(AxisType.UPCAST)).toBeLessThan(kinds.indexOf(AxisType.LOCAL));
+  });
+
   it('a 3x3 conv weight gradient with x shared by 6 threads equals NOOPT', () => {
     Tensor.manualSeed(3);
     const x = Tensor.randn([4, 16, 8, 8], { device }).realize();

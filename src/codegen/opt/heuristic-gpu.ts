@@ -58,7 +58,12 @@ function tileUpcasts(ast: UOp): Opt[] {
   // a split adds an axis after the one split: later axes first keeps the numbers
   return tiles.reverse().map((axis) => {
     const n = constSize(kernelRanges(ast)[axis]!)!;
-    return { op: 'SPLIT', axis, factor: n % 4 === 0 && n >= 8 ? 4 : 2, target: AxisType.UPCAST };
+    return {
+      op: 'SPLIT',
+      axis,
+      factor: n % 4 === 0 && n >= 8 ? 4 : 2,
+      target: AxisType.UPCAST,
+    };
   });
 }
 
@@ -99,7 +104,12 @@ function workgroups(ast: UOp, target: Target): Opt[] {
   while (reduce >= 0 && groupOf(ranges[reduce]!) === undefined) reduce--;
   const group = reduce < 0 ? undefined : groupOf(ranges[reduce]!);
   if (outputs <= GROUP_OUTPUTS && group !== undefined && shared.length === 0) {
-    opts.push({ op: 'SPLIT', axis: reduce, factor: group, target: AxisType.GROUP_REDUCE });
+    opts.push({
+      op: 'SPLIT',
+      axis: reduce,
+      factor: group,
+      target: AxisType.GROUP_REDUCE,
+    });
     threads *= group;
     ranges = kernelRanges(applyOpts(ast, opts, target));
   }
@@ -200,8 +210,41 @@ function gpuTiles(ast: UOp): Opt[] {
   return reduces && opts.length < 2 ? [] : opts;
 }
 
-/** The longest output axis sidedTiles tiles whole: a conv's window (1, 3, 5, 7). */
+/** The longest output axis a tile takes whole: a conv's window (1, 3, 5, 7). */
 const WINDOW_TILE = 7;
+const quad = (n: number) => n % GPU_TILE === 0;
+const window = (n: number) => n >= 2 && n <= WINDOW_TILE;
+
+/** The innermost GLOBAL axis of a size that fits, not taken, that `side` reads and `other` does not; else -1. */
+function onlyAxis(
+  ranges: readonly UOp[],
+  side: UOp,
+  other: UOp,
+  fits: (n: number) => boolean,
+  taken: readonly number[] = [],
+): number {
+  for (let axis = ranges.length - 1; axis >= 0; axis--) {
+    const r = ranges[axis]!;
+    const n = constSize(r);
+    if (rangeArg(r).type !== AxisType.GLOBAL || n === undefined || !fits(n) || taken.includes(axis)) continue;
+    if (reads(side, r) && !reads(other, r)) return axis;
+  }
+  return -1;
+}
+
+/** UPCAST splits of (axis, factor) tiles: the later axis first, as a split adds its range after the one split. */
+const upcasts = (ranges: readonly UOp[], axes: readonly number[], whole: readonly number[]): Opt[] =>
+  [
+    ...axes.map((axis) => ({ axis, factor: GPU_TILE })),
+    ...whole.map((axis) => ({ axis, factor: constSize(ranges[axis]!)! })),
+  ]
+    .sort((a, b) => b.axis - a.axis)
+    .map(({ axis, factor }) => ({
+      op: 'SPLIT',
+      axis,
+      factor,
+      target: AxisType.UPCAST,
+    }));
 
 /**
  * Register tiles of a sum of products whose threads share the reduce (coalescedReduce): GPU_TILE outputs along
@@ -216,64 +259,41 @@ function sidedTiles(ast: UOp, groups: number): Opt[] {
   const sides = productOperands(ast);
   if (sides === undefined || groups / GPU_TILE ** 2 < TILE_MIN_GROUPS) return [];
   const ranges = kernelRanges(ast);
-  // the innermost output axis of a size that fits, not taken, that side reads and the other does not
-  const only = (side: UOp, other: UOp, fits: (n: number) => boolean, taken: readonly number[] = []) => {
-    for (let axis = ranges.length - 1; axis >= 0; axis--) {
-      const r = ranges[axis]!;
-      const n = constSize(r);
-      if (rangeArg(r).type !== AxisType.GLOBAL || n === undefined || !fits(n) || taken.includes(axis))
-        continue;
-      if (reads(side, r) && !reads(other, r)) return axis;
-    }
-    return -1;
-  };
-  const quad = (n: number) => n % GPU_TILE === 0;
-  const axes = [only(sides[0], sides[1], quad), only(sides[1], sides[0], quad)];
+  const axes = [onlyAxis(ranges, sides[0], sides[1], quad), onlyAxis(ranges, sides[1], sides[0], quad)];
   if (axes.some((a) => a < 0)) return [];
-  const window = (n: number) => n >= 2 && n <= WINDOW_TILE;
   // one window at most: two would hold GPU_TILE^2 x 49 sums a thread
   const windows = sides
-    .map((side, i) => (isLoad(side) ? -1 : only(sides[1 - i]!, side, window, axes)))
+    .map((side, i) => (isLoad(side) ? -1 : onlyAxis(ranges, sides[1 - i]!, side, window, axes)))
     .filter((a) => a >= 0)
     .slice(0, 1);
-  const tiles = [
-    ...axes.map((axis) => ({ axis, factor: GPU_TILE })),
-    ...windows.map((axis) => ({ axis, factor: constSize(ranges[axis]!)! })),
-  ];
-  // a split adds its range after the one split: the later axis first keeps the others' numbers
-  return tiles
-    .sort((a, b) => b.axis - a.axis)
-    .map(({ axis, factor }) => ({ op: 'SPLIT', axis, factor, target: AxisType.UPCAST }));
+  return upcasts(ranges, axes, windows);
 }
 
 /**
  * Register tiles for a computed factor, before the workgroups: where a factor of a sum of products is math on
- * loads (a relu'd activation), threads along an axis only the other factor reads (a conv's output channel) each
- * compute it again; GPU_TILE outputs of that axis in a thread compute it once for all. Before the workgroups, so
- * that LOCAL splits do not take the whole axis (beautiful_mnist's second conv had its 32 output channels as
- * threads: 1.70 -> 1.43 ms on an H200, its last conv 0.77 -> 0.71 ms).
+ * loads (a relu'd activation, a BatchNorm gradient), threads along an axis only the other factor reads (a conv's
+ * output channel, an input gradient's input channel and window) each compute it again; GPU_TILE outputs of that
+ * axis and the innermost window axis whole in a thread compute it once for all. Before the workgroups, so that
+ * LOCAL splits do not take the whole axis. On an H200, beautiful_mnist's second conv (32 output channels as
+ * threads) 1.70 -> 1.43 ms, its last 0.77 -> 0.71, its last conv's input gradient by windows 0.89 -> 0.35.
  */
 function computedTiles(ast: UOp): Opt[] {
   const ranges = kernelRanges(ast);
-  if (ranges.some((r) => SHARED_AXES.has(rangeArg(r).type)) || productLoads(ast) !== undefined) return [];
+  if (ranges.some((r) => SHARED_AXES.has(rangeArg(r).type))) return [];
   const sides = productOperands(ast);
-  if (sides === undefined) return [];
+  const i = sides?.findIndex((side) => !isLoad(side)) ?? -1;
+  if (sides === undefined || i < 0) return [];
+  const [computed, other] = [sides[i]!, sides[1 - i]!];
+  const axis = onlyAxis(ranges, other, computed, quad);
+  if (axis < 0) return [];
+  const whole = onlyAxis(ranges, other, computed, window, [axis]);
   const outputs = ranges.reduce(
     (n, r) => (rangeArg(r).type === AxisType.GLOBAL ? n * (constSize(r) ?? 1) : n),
     1,
   );
-  if (outputs / GPU_TILE / LOCAL_THREADS < TILE_MIN_GROUPS) return [];
-  for (const [i, side] of sides.entries()) {
-    if (isLoad(side)) continue;
-    for (let axis = ranges.length - 1; axis >= 0; axis--) {
-      const r = ranges[axis]!;
-      const n = constSize(r);
-      if (rangeArg(r).type !== AxisType.GLOBAL || n === undefined || n % GPU_TILE !== 0) continue;
-      if (reads(sides[1 - i]!, r) && !reads(side, r))
-        return [{ op: 'SPLIT', axis, factor: GPU_TILE, target: AxisType.UPCAST }];
-    }
-  }
-  return [];
+  const perThread = GPU_TILE * (whole < 0 ? 1 : constSize(ranges[whole]!)!);
+  if (outputs / perThread / LOCAL_THREADS < TILE_MIN_GROUPS) return [];
+  return upcasts(ranges, [axis], whole < 0 ? [] : [whole]);
 }
 
 /** Tensor-core sums of products with at least this many multiply-adds stage their operands (256^3). */
@@ -296,7 +316,12 @@ function stage(ast: UOp, work: number, target: Target): Opt[] {
   if (work < STAGE_FROM || reduces.length !== 1) return [];
   const axis = ranges.indexOf(reduces[0]!);
   const staged: Opt = { op: 'STAGE', axis };
-  const unroll: Opt = { op: 'SPLIT', axis, factor: STAGE_TILES, target: AxisType.UNROLL };
+  const unroll: Opt = {
+    op: 'SPLIT',
+    axis,
+    factor: STAGE_TILES,
+    target: AxisType.UNROLL,
+  };
   for (const opts of [[unroll, staged], [staged]]) {
     try {
       applyOpts(ast, opts, target);
@@ -310,16 +335,18 @@ function stage(ast: UOp, work: number, target: Target): Opt[] {
 
 /**
  * The GPU's opts: tensor cores, else vector lanes (float4), else threads sharing a reduce that reads along it;
- * then tiles for a computed factor, workgroups, register tiles (not under tensor cores, which tile their own),
- * unrolls, and STAGE for big tensor-core matmuls.
+ * then tiles for a computed factor, workgroups, register tiles (not under tensor cores, which tile their own,
+ * nor after tiles for a computed factor), unrolls, and STAGE for big tensor-core matmuls.
  */
 export function gpuOpts(ast: UOp, target: Target): Opt[] {
   const tc = tensorCores(ast, target);
   const vectors = tc.length ? tc : target.vectors ? outputLanes(ast, target) : [];
   const shared = vectors.length ? vectors : coalescedReduce(ast, target);
-  const lanes = [...shared, ...computedTiles(applyOpts(ast, shared, target))];
+  const computed = computedTiles(applyOpts(ast, shared, target));
+  const lanes = [...shared, ...computed];
   const groups = [...lanes, ...workgroups(applyOpts(ast, lanes, target), target)];
-  const grid = tc.length ? groups : [...groups, ...gpuTiles(applyOpts(ast, groups, target))];
+  const grid =
+    tc.length || computed.length ? groups : [...groups, ...gpuTiles(applyOpts(ast, groups, target))];
   const unrolled = [...grid, ...unrolls(applyOpts(ast, grid, target))];
   if (!tc.length) return unrolled;
   const work = kernelRanges(ast).reduce((n, r) => n * (constSize(r) ?? 1), 1);
