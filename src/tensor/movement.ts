@@ -386,10 +386,11 @@ function advanced(x: Tensor, tensors: readonly Advanced[]): Tensor {
   // The broadcast axes take the first index tensor's place when the index tensors are adjacent, else lead.
   const adjacent = tensors.every((t, k) => t.pos === tensors[0]!.pos + k);
   const at = adjacent ? tensors[0]!.pos : 0;
-  const [before, after] = [rest.slice(0, at), rest.slice(at)].map((axes) => axes.map((i) => x.shape[i]!));
+  const sizes = (axes: readonly number[]) => axes.map((i) => x.shape[i]!);
+  const [before, after] = [sizes(rest.slice(0, at)), sizes(rest.slice(at))];
   const values = x
     .permute([...rest, ...tensors.map((t) => t.pos)])
-    .reshape([...before!, ...b.map(() => 1), ...after!, ...tensors.map((t) => t.size)]);
+    .reshape([...before, ...b.map(() => 1), ...after, ...tensors.map((t) => t.size)]);
   const mask = tensors
     .map(({ index, size }, j) => {
       // Negative indices count from the end; narrow ints widen first so that index + size cannot overflow.
@@ -397,7 +398,7 @@ function advanced(x: Tensor, tensors: readonly Advanced[]): Tensor {
       const i = wide.lt(0).where(wide.add(size), wide).broadcastTo(b);
       const onAxis = tensors.map((_, k) => (k === j ? size : 1));
       return i
-        .reshape([...b, ...after!.map(() => 1), ...onAxis.map(() => 1)])
+        .reshape([...b, ...after.map(() => 1), ...onAxis.map(() => 1)])
         .eq(positions(x, size).reshape(onAxis));
     })
     .reduce((p, q) => p.where(q, false));

@@ -58,12 +58,7 @@ function tileUpcasts(ast: UOp): Opt[] {
   // a split adds an axis after the one split: later axes first keeps the numbers
   return tiles.reverse().map((axis) => {
     const n = constSize(kernelRanges(ast)[axis]!)!;
-    return {
-      op: 'SPLIT',
-      axis,
-      factor: n % 4 === 0 && n >= 8 ? 4 : 2,
-      target: AxisType.UPCAST,
-    };
+    return { op: 'SPLIT', axis, factor: n % 4 === 0 && n >= 8 ? 4 : 2, target: AxisType.UPCAST };
   });
 }
 
@@ -104,12 +99,7 @@ function workgroups(ast: UOp, target: Target): Opt[] {
   while (reduce >= 0 && groupOf(ranges[reduce]!) === undefined) reduce--;
   const group = reduce < 0 ? undefined : groupOf(ranges[reduce]!);
   if (outputs <= GROUP_OUTPUTS && group !== undefined && shared.length === 0) {
-    opts.push({
-      op: 'SPLIT',
-      axis: reduce,
-      factor: group,
-      target: AxisType.GROUP_REDUCE,
-    });
+    opts.push({ op: 'SPLIT', axis: reduce, factor: group, target: AxisType.GROUP_REDUCE });
     threads *= group;
     ranges = kernelRanges(applyOpts(ast, opts, target));
   }
@@ -239,12 +229,7 @@ const upcasts = (ranges: readonly UOp[], axes: readonly number[], whole: readonl
     ...whole.map((axis) => ({ axis, factor: constSize(ranges[axis]!)! })),
   ]
     .sort((a, b) => b.axis - a.axis)
-    .map(({ axis, factor }) => ({
-      op: 'SPLIT',
-      axis,
-      factor,
-      target: AxisType.UPCAST,
-    }));
+    .map(({ axis, factor }) => ({ op: 'SPLIT', axis, factor, target: AxisType.UPCAST }));
 
 /**
  * Register tiles of a sum of products whose threads share the reduce (coalescedReduce): GPU_TILE outputs along
@@ -270,11 +255,18 @@ function sidedTiles(ast: UOp, groups: number): Opt[] {
 }
 
 /**
+ * The most sums a thread holds after computedTiles (its vector lanes' too). On an H200, 4 input channels x 3 of a window x 4 images of a 3x3
+ * conv's input gradient: 0.35 -> 0.15 ms; 4 x 5 x 4 of a 5x5 one: 1.70 -> 2.20 ms (so 4 x 5 there).
+ */
+const THREAD_SUMS = 64;
+
+/**
  * Register tiles for a computed factor, before the workgroups: where a factor of a sum of products is math on
  * loads (a relu'd activation, a BatchNorm gradient), threads along an axis only the other factor reads (a conv's
  * output channel, an input gradient's input channel and window) each compute it again; GPU_TILE outputs of that
- * axis and the innermost window axis whole in a thread compute it once for all. Before the workgroups, so that
- * LOCAL splits do not take the whole axis. On an H200, beautiful_mnist's second conv (32 output channels as
+ * axis and the innermost window axis whole in a thread compute it once for all (and, within THREAD_SUMS, GPU_TILE
+ * of an axis only the computed factor reads share the other's loads). Before the workgroups, so that LOCAL splits
+ * do not take the whole axis. On an H200, beautiful_mnist's second conv (32 output channels as
  * threads) 1.70 -> 1.43 ms, its last 0.77 -> 0.71, its last conv's input gradient by windows 0.89 -> 0.35.
  */
 function computedTiles(ast: UOp): Opt[] {
@@ -286,14 +278,19 @@ function computedTiles(ast: UOp): Opt[] {
   const [computed, other] = [sides[i]!, sides[1 - i]!];
   const axis = onlyAxis(ranges, other, computed, quad);
   if (axis < 0) return [];
-  const whole = onlyAxis(ranges, other, computed, window, [axis]);
-  const outputs = ranges.reduce(
-    (n, r) => (rangeArg(r).type === AxisType.GLOBAL ? n * (constSize(r) ?? 1) : n),
-    1,
-  );
-  const perThread = GPU_TILE * (whole < 0 ? 1 : constSize(ranges[whole]!)!);
-  if (outputs / perThread / LOCAL_THREADS < TILE_MIN_GROUPS) return [];
-  return upcasts(ranges, [axis], whole < 0 ? [] : [whole]);
+  const count = (type: AxisType) =>
+    ranges.reduce((n, r) => (rangeArg(r).type === type ? n * (constSize(r) ?? 1) : n), 1);
+  const [outputs, lanes] = [count(AxisType.GLOBAL), count(AxisType.UPCAST)];
+  // n more outputs a thread, if its sums (its lanes' too) stay within THREAD_SUMS and TILE_MIN_GROUPS groups remain
+  let tile = GPU_TILE;
+  const room = (n: number) =>
+    lanes * tile * n <= THREAD_SUMS && outputs / (tile * n) / LOCAL_THREADS >= TILE_MIN_GROUPS;
+  if (!room(1)) return [];
+  const whole = onlyAxis(ranges, other, computed, (n) => window(n) && room(n), [axis]);
+  if (whole >= 0) tile *= constSize(ranges[whole]!)!;
+  // the loaded factor's values serve GPU_TILE outputs of an axis only the computed one reads too
+  const mine = onlyAxis(ranges, computed, other, (n) => quad(n) && room(GPU_TILE), [axis, whole]);
+  return upcasts(ranges, mine < 0 ? [axis] : [axis, mine], whole < 0 ? [] : [whole]);
 }
 
 /** Tensor-core sums of products with at least this many multiply-adds stage their operands (256^3). */
@@ -316,12 +313,7 @@ function stage(ast: UOp, work: number, target: Target): Opt[] {
   if (work < STAGE_FROM || reduces.length !== 1) return [];
   const axis = ranges.indexOf(reduces[0]!);
   const staged: Opt = { op: 'STAGE', axis };
-  const unroll: Opt = {
-    op: 'SPLIT',
-    axis,
-    factor: STAGE_TILES,
-    target: AxisType.UNROLL,
-  };
+  const unroll: Opt = { op: 'SPLIT', axis, factor: STAGE_TILES, target: AxisType.UNROLL };
   for (const opts of [[unroll, staged], [staged]]) {
     try {
       applyOpts(ast, opts, target);
