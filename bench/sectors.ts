@@ -58,7 +58,7 @@ function step(): () => void {
   params[0]!.realize(...params.slice(1));
   const opt = new Adam(params);
   Tensor.training = true;
-  // the batch picked from the training set on the device, as there (the gather fuses into the first conv)
+  // the batch picked from the training set on the device, as there (the first conv and its gradient read it)
   const samples = Tensor.randint([512], 0, 60000, { device });
   const loss = model
     .forward(empty([60000, 1, 28, 28]).indexSelect(0, samples))
