@@ -2,6 +2,7 @@
 // workgroups, each loop a few times), and prints for each LOAD the distinct 32-byte sectors a warp's request
 // touches and the share of those bytes used (100%: every sector's bytes used; 12.5%: 4 useful bytes in 32).
 // Usage: npx tsx bench/sectors.ts [conv|conv3|mnist|step|mlp|sum|gather]
+import { dtypes } from '../src/dtype.ts';
 import { Adam, Device, getParameters } from '../src/index.ts';
 import { countSectors } from '../src/runtime/simt.ts';
 import { Tensor } from '../src/tensor/index.ts';
@@ -57,9 +58,13 @@ function step(): () => void {
   params[0]!.realize(...params.slice(1));
   const opt = new Adam(params);
   Tensor.training = true;
+  // the batch picked from the training set on the device, as there (the first conv and its gradient read it)
+  const samples = Tensor.randint([512], 0, 60000, { device });
   const loss = model
-    .forward(empty([512, 1, 28, 28]))
-    .sparseCategoricalCrossentropy(Tensor.randint([512], 0, 10, { device }));
+    .forward(empty([60000, 1, 28, 28]).indexSelect(0, samples))
+    .sparseCategoricalCrossentropy(
+      Tensor.empty([60000], { device, dtype: dtypes.int32 }).indexSelect(0, samples),
+    );
   loss.backward();
   Tensor.training = false;
   return () => opt.step(loss, ...runningStats(model));

@@ -28,6 +28,13 @@ export const SPLIT_PARTS = new ContextVar('SPLIT_PARTS', 20);
  * 204,800 products each, 30 ms on an H100 in one step).
  */
 const GPU_SPLIT_OUTPUTS = 1 << 16;
+/**
+ * On a GPU, sums of products (a matmul's, a conv's terms) of at least this many elements split too: a conv's
+ * weight gradient of 36,864 results of 18,432 products each (beautiful_mnist's last 3x3 conv) has a thread per
+ * result, a seventh of an H100's thread slots, each summing serially. Other sums keep SPLIT_FROM: counting sums
+ * (arange's) and one-hot selections collapse to O(1) per result only while they stay one reduce.
+ */
+export const GPU_SPLIT_FROM = new ContextVar('GPU_SPLIT_FROM', 1 << 12);
 
 /** The most parts, at most MAX_PARTS, that n runs of `lanes` elements split into evenly, each at least MIN_PART. */
 function partsOf(n: number, lanes: number): number | undefined {
@@ -46,6 +53,13 @@ function gpuPartsOf(n: number, count: number, outputs: number): number | undefin
   return undefined;
 }
 
+const readsMemory = (u: UOp) => u.toposort().some((x) => x.op === Ops.PARAM || x.op === Ops.BUFFER);
+/** Whether a reduced value is a product of two values that read memory (through casts). */
+function isProduct(x: UOp): boolean {
+  while (x.op === Ops.CAST) x = x.src[0]!;
+  return x.op === Ops.MUL && x.src.every(readsMemory);
+}
+
 /**
  * The reduce in two steps, or undefined: its largest reduced axis is split into parts, each reduced to
  * SPLIT_LANES interleaved partial results, which the second step reduces. Sums only: max shares its gradient
@@ -58,7 +72,8 @@ function splitReduce(r: UOp, gpu: boolean): UOp | undefined {
   if (op !== Ops.ADD || r.src.length !== 1 || !shape.every((d) => typeof d === 'number')) return undefined;
   const count = axes.reduce((n, a) => n * shape[a]!, 1);
   const outputs = prod(shape) / count;
-  if (count < SPLIT_FROM || outputs >= (gpu ? GPU_SPLIT_OUTPUTS : SPLIT_OUTPUTS)) return undefined;
+  const least = gpu && isProduct(x) ? Math.min(GPU_SPLIT_FROM.value, SPLIT_FROM) : SPLIT_FROM;
+  if (count < least || outputs >= (gpu ? GPU_SPLIT_OUTPUTS : SPLIT_OUTPUTS)) return undefined;
   const a = axes.reduce((best, i) => (shape[i]! > shape[best]! ? i : best), axes[0]!);
   const n = shape[a]!;
   if (gpu) {

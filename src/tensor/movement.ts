@@ -375,36 +375,38 @@ interface Advanced {
   size: number;
 }
 
-/** Advanced indexing: the indexed axes move last and are selected by one one-hot mask per index tensor. */
+/**
+ * Advanced indexing: the indexed axes move last and are selected by one one-hot mask per index tensor, summed
+ * into the result's own layout (the axes before, the broadcast axes, the axes after), so that a gather realized
+ * on its own is contiguous as its readers index it (a batch picked from a training set, read by a conv).
+ */
 function advanced(x: Tensor, tensors: readonly Advanced[]): Tensor {
   const b = tensors.map((t) => t.index.shape).reduce((p, q) => broadcastShape('get', p, q));
   const rest = x.shape.map((_, i) => i).filter((i) => !tensors.some((t) => t.pos === i));
+  // The broadcast axes take the first index tensor's place when the index tensors are adjacent, else lead.
+  const adjacent = tensors.every((t, k) => t.pos === tensors[0]!.pos + k);
+  const at = adjacent ? tensors[0]!.pos : 0;
+  const sizes = (axes: readonly number[]) => axes.map((i) => x.shape[i]!);
+  const [before, after] = [sizes(rest.slice(0, at)), sizes(rest.slice(at))];
   const values = x
     .permute([...rest, ...tensors.map((t) => t.pos)])
-    .reshape([...rest.map((i) => x.shape[i]!), ...b.map(() => 1), ...tensors.map((t) => t.size)]);
+    .reshape([...before, ...b.map(() => 1), ...after, ...tensors.map((t) => t.size)]);
   const mask = tensors
     .map(({ index, size }, j) => {
       // Negative indices count from the end; narrow ints widen first so that index + size cannot overflow.
       const wide = index.dtype.itemsize < 4 ? index.cast(dtypes.int32) : index;
       const i = wide.lt(0).where(wide.add(size), wide).broadcastTo(b);
       const onAxis = tensors.map((_, k) => (k === j ? size : 1));
-      return i.reshape([...b, ...onAxis.map(() => 1)]).eq(positions(x, size).reshape(onAxis));
+      return i
+        .reshape([...b, ...after.map(() => 1), ...onAxis.map(() => 1)])
+        .eq(positions(x, size).reshape(onAxis));
     })
     .reduce((p, q) => p.where(q, false));
-  const picked = select(
+  return select(
     mask,
     values,
     tensors.map((_, k) => k - tensors.length),
   );
-  // The broadcast axes take the first index tensor's place when the index tensors are adjacent.
-  const adjacent = tensors.every((t, k) => t.pos === tensors[0]!.pos + k);
-  const at = adjacent ? tensors[0]!.pos : 0;
-  const r = rest.length;
-  return picked.permute([
-    ...rest.slice(0, at).map((_, i) => i),
-    ...b.map((_, i) => r + i),
-    ...rest.slice(at).map((_, i) => at + i),
-  ]);
 }
 
 Tensor.prototype.unbind = function (this: Tensor, dim = 0): Tensor[] {

@@ -1,9 +1,15 @@
 // Coalesced GPU reads, counted on the SIMT emulator: the distinct 32-byte sectors each warp's global load touches
 // (countSectors runs the kernels sampled: a few workgroups, each loop twice).
 import { describe, expect, it } from 'vitest';
+import { lowerKernel } from '../../src/codegen/index.ts';
+import { type Opt, printOpts } from '../../src/codegen/opt/opts.ts';
+import { targetOf } from '../../src/engine/compile.ts';
+import { scheduleOf } from '../../src/engine/realize.ts';
 import { Context } from '../../src/helpers.ts';
+import { Device } from '../../src/runtime/device.ts';
 import { countSectors, type LoadSectors } from '../../src/runtime/simt.ts';
 import { Tensor } from '../../src/tensor/index.ts';
+import { AxisType } from '../../src/uop/ops.ts';
 
 const device = 'SIMT';
 function perKernel(loads: readonly LoadSectors[]): LoadSectors[][] {
@@ -93,5 +99,117 @@ describe('sector counts on SIMT', () => {
       expect(l.bytes / (32 * l.sectors) >= 0.5 || l.sectors / l.requests <= 8, `${l.kernel}:${l.pc}`).toBe(
         true,
       );
+  });
+
+  it('a conv weight gradient over a batch gathered from a training set reads coalesced (the gather laid out as read)', () => {
+    // the one-hot sum that gathers summed into (ci, h, w, b): realized so, the batch innermost, the weight
+    // gradient's warp read it 64 floats apart (32 sectors a request, an eighth used)
+    const samples = Tensor.randint([64], 0, 1000, { device });
+    const x = Tensor.empty([1000, 1, 28, 28], { device }).indexSelect(0, samples);
+    const w = Tensor.empty([8, 1, 5, 5], { device }).requiresGrad_();
+    const y = x.conv2d(w);
+    y.backward(Tensor.empty(y.shape as number[], { device }));
+    const loads = countSectors(() => w.grad!.realize(), { groups: 2, trips: 2 });
+    const products = perKernel(loads)
+      .filter((k) => k[0]!.kernel.startsWith('r_'))
+      .reduce((a, b) => (b.length > a.length ? b : a));
+    expect(products.length).toBeGreaterThanOrEqual(2);
+    for (const l of products) expect(l.bytes / (32 * l.sectors), `${l.kernel}:${l.pc}`).toBeGreaterThan(0.5);
+  });
+
+  it("beautiful_mnist's last conv weight gradient (a 6 x 6 output) splits, shares x among threads, tiles 4 x 4", () => {
+    // no output axis reads contiguously and the reduce's x is 6 long: a thread per result read 64 floats apart
+    const x = Tensor.empty([512, 64, 8, 8], { device });
+    const w = Tensor.empty([64, 64, 3, 3], { device }).requiresGrad_();
+    x.conv2d(w).backward(Tensor.empty([512, 64, 6, 6], { device }));
+    const lowered = scheduleOf([w.grad!]).kernels.map((k) =>
+      lowerKernel(k.ast, { target: targetOf(Device.get(device)) }),
+    );
+    // the products in parts, then the sum of the parts
+    expect(lowered).toHaveLength(2);
+    const opts = printOpts(lowered[0]!.opts);
+    expect(opts).toContain(',6,GROUP_REDUCE)');
+    expect(opts.match(/,4,UPCAST\)/g)).toHaveLength(2);
+  });
+
+  it('a conv weight gradient behind BatchNorm and relu tiles its window kx whole: each computed gradient serves 5', () => {
+    // beautiful_mnist's 5x5 one: the gradient (math on loads) read by every window position; the activation
+    // (a load) by every output channel
+    const x = Tensor.empty([512, 32, 24, 24], { device });
+    const w = Tensor.empty([32, 32, 5, 5], { device }).requiresGrad_();
+    const y = x.conv2d(w);
+    const [mean, scale] = [Tensor.empty([1, 32, 1, 1], { device }), Tensor.empty([1, 32, 1, 1], { device })];
+    y.sub(mean)
+      .mul(scale)
+      .relu()
+      .backward(Tensor.empty(y.shape as number[], { device }));
+    // the conv's output (which the gradient reads), the products in parts, the sum of the parts
+    const opts = scheduleOf([w.grad!]).kernels.map((k) =>
+      printOpts(lowerKernel(k.ast, { target: targetOf(Device.get(device)) }).opts),
+    );
+    const products = opts.find((o) => o.includes(',GROUP_REDUCE)'));
+    expect(products, opts.join('\n')).toBeDefined();
+    expect(products!.match(/,4,UPCAST\)/g)).toHaveLength(2);
+    expect(products).toContain(',5,UPCAST)');
+  });
+
+  it("a conv over a relu'd activation tiles 4 output channels a thread before its workgroups", () => {
+    // beautiful_mnist's second conv: 32 output channels as threads each computed the relu of every input again
+    const x = Tensor.empty([512, 32, 24, 24], { device })
+      .add(Tensor.empty([1, 32, 1, 1], { device }))
+      .relu();
+    const y = x.conv2d(Tensor.empty([32, 32, 5, 5], { device }));
+    const [k] = scheduleOf([y]).kernels;
+    const opts = lowerKernel(k!.ast, { target: targetOf(Device.get(device)) }).opts;
+    // the channel axis (1) split by 4 as UPCAST before any LOCAL split
+    const tile = opts.findIndex(
+      (o) => o.op === 'SPLIT' && o.axis === 1 && o.factor === 4 && o.target === AxisType.UPCAST,
+    );
+    expect(tile, printOpts(opts)).toBeGreaterThanOrEqual(0);
+    expect(opts.findIndex((o) => o.op === 'SPLIT' && o.target === AxisType.LOCAL)).toBeGreaterThan(tile);
+  });
+
+  it("a conv's input gradient behind relu: 4 input channels a thread, then its window's kx and 4 images within 64 sums", () => {
+    // the relu'd output gradient (math on loads) times each weight of a window, stored window by window: threads
+    // along ci and the window computed it again for every product, and each weight was loaded for one image
+    const upcastsOf = (b: number, c: number, h: number, k: number) => {
+      const x = Tensor.empty([b, c, h, h], { device }).requiresGrad_();
+      const y = x.conv2d(Tensor.empty([c, c, k, k], { device }));
+      y.relu().backward(Tensor.empty(y.shape as number[], { device }));
+      const opts = scheduleOf([x.grad!]).kernels.map(
+        (kernel) => lowerKernel(kernel.ast, { target: targetOf(Device.get(device)) }).opts,
+      );
+      // the products by window: the kernel with the most UPCAST splits
+      const upcasts = (o: readonly Opt[]) =>
+        o.filter((s) => s.op === 'SPLIT' && s.target === AxisType.UPCAST);
+      const windows = opts.reduce((a, b) => (upcasts(b).length > upcasts(a).length ? b : a));
+      // every UPCAST split before the first LOCAL one
+      const kinds = windows.flatMap((o) => (o.op === 'SPLIT' ? [o.target] : []));
+      expect(kinds.lastIndexOf(AxisType.UPCAST)).toBeLessThan(kinds.indexOf(AxisType.LOCAL));
+      return upcasts(windows)
+        .flatMap((o) => (o.op === 'SPLIT' ? [o.factor] : []))
+        .sort();
+    };
+    expect(upcastsOf(512, 64, 8, 3)).toEqual([3, 4, 4]); // beautiful_mnist's last conv
+    // its second's shape, here with float4 lanes along x: 4 x 4 x 5 sums a thread would be too many, so 4 x 4 x 4
+    expect(upcastsOf(512, 32, 24, 5)).toEqual([4, 4, 4]);
+  });
+
+  it('a 3x3 conv weight gradient with x shared by 6 threads equals NOOPT', () => {
+    Tensor.manualSeed(3);
+    const x = Tensor.randn([4, 16, 8, 8], { device }).realize();
+    const dy = Tensor.randn([4, 16, 6, 6], { device }).realize();
+    const grad = () => {
+      const w = Tensor.zeros([16, 16, 3, 3], { device }).contiguous().realize().requiresGrad_();
+      x.conv2d(w).backward(dy);
+      return w.grad!;
+    };
+    const k = scheduleOf([grad()]).kernels.at(-1)!;
+    expect(printOpts(lowerKernel(k.ast, { target: targetOf(Device.get(device)) }).opts)).toContain(
+      ',6,GROUP_REDUCE)',
+    );
+    const want = Context.with({ NOOPT: 1 }, () => grad().tolist() as number[][][][]).flat(3);
+    const got = (grad().tolist() as number[][][][]).flat(3);
+    for (const [i, v] of got.entries()) expect(v).toBeCloseTo(want[i]!, 3);
   });
 });

@@ -49,6 +49,37 @@ describe('which reductions split', () => {
   });
 });
 
+describe('which reductions split on a GPU (SIMT)', () => {
+  const t = (shape: number[]) => Tensor.empty(shape, { device: 'SIMT' });
+  it('sums of products from 4,096 elements into fewer than 65,536 results; other sums from 65,536', () => {
+    // 256 results of 4,096 products: a thread each would leave a GPU idle
+    expect(
+      kernelCount(
+        t([16, 1, 4096])
+          .mul(t([1, 16, 4096]))
+          .sum(2),
+      ),
+    ).toBe(2);
+    expect(
+      kernelCount(
+        t([16, 1, 2048])
+          .mul(t([1, 16, 2048]))
+          .sum(2),
+      ),
+    ).toBe(1); // too short
+    expect(kernelCount(t([256, 4096]).sum(1))).toBe(1); // not products
+    expect(kernelCount(t([16, 65536]).sum(1))).toBe(2);
+  });
+  it('counting sums (arange) and one-hot selections stay one reduce, which collapses to O(1) a result', () => {
+    expect(kernelCount(Tensor.arange(8192, undefined, 1, { device: 'SIMT' }))).toBe(1);
+    const index = new Tensor(
+      Int32Array.from({ length: 64 }, (_, i) => (i * 97) % 8192),
+      { device: 'SIMT' },
+    );
+    expect(kernelCount(t([8192, 16]).indexSelect(0, index))).toBe(1);
+  });
+});
+
 for (const device of ['CPU', 'JS'])
   describe(`split reductions on ${device}`, () => {
     const T = (xs: Float32Array | Int32Array, shape: number[]) => new Tensor(xs, { device }).reshape(shape);

@@ -6,7 +6,7 @@ import type { UOp } from '../../uop/uop.ts';
 import { stride } from '../vectors.ts';
 import { constSize, kernelRanges, rangeArg } from './axes.ts';
 import { outputLanes } from './lanes.ts';
-import { address, dividing, isLoop, productLoads, productOperands, reads } from './operands.ts';
+import { address, dividing, isLoad, isLoop, productLoads, productOperands, reads } from './operands.ts';
 import { applyOpts, type Opt, type Target } from './opts.ts';
 import { unrolls } from './unrolls.ts';
 
@@ -125,8 +125,12 @@ function workgroups(ast: UOp, target: Target): Opt[] {
 
 const SHARED_AXES: ReadonlySet<AxisType> = new Set([AxisType.WARP, AxisType.GROUP_REDUCE]);
 
-/** A reduce axis at least this long may be shared by threads so that a warp reads along it; at most a warp's. */
-const COALESCE_FROM = 8;
+/**
+ * A reduce axis at least this long may be shared by threads so that a warp reads along it; at most a warp's.
+ * 6 takes a 3x3 conv's weight gradient on a 6 x 6 output (beautiful_mnist's last, on an H200: 4.05 ms a thread
+ * per result, its warp reading 64 floats apart along ci; 0.24 ms split in 16 parts, x shared, sidedTiles' 4 x 4).
+ */
+const COALESCE_FROM = 6;
 const WARP_THREADS = 32;
 
 /** The global loads of a kernel (not accumulators or shared memory). */
@@ -200,33 +204,97 @@ function gpuTiles(ast: UOp): Opt[] {
   return reduces && opts.length < 2 ? [] : opts;
 }
 
+/** The longest output axis a tile takes whole: a conv's window (1, 3, 5, 7). */
+const WINDOW_TILE = 7;
+const quad = (n: number) => n % GPU_TILE === 0;
+const window = (n: number) => n >= 2 && n <= WINDOW_TILE;
+
+/** The innermost GLOBAL axis of a size that fits, not taken, that `side` reads and `other` does not; else -1. */
+function onlyAxis(
+  ranges: readonly UOp[],
+  side: UOp,
+  other: UOp,
+  fits: (n: number) => boolean,
+  taken: readonly number[] = [],
+): number {
+  for (let axis = ranges.length - 1; axis >= 0; axis--) {
+    const r = ranges[axis]!;
+    const n = constSize(r);
+    if (rangeArg(r).type !== AxisType.GLOBAL || n === undefined || !fits(n) || taken.includes(axis)) continue;
+    if (reads(side, r) && !reads(other, r)) return axis;
+  }
+  return -1;
+}
+
+/** UPCAST splits of (axis, factor) tiles: the later axis first, as a split adds its range after the one split. */
+const upcasts = (ranges: readonly UOp[], axes: readonly number[], whole: readonly number[]): Opt[] =>
+  [
+    ...axes.map((axis) => ({ axis, factor: GPU_TILE })),
+    ...whole.map((axis) => ({ axis, factor: constSize(ranges[axis]!)! })),
+  ]
+    .sort((a, b) => b.axis - a.axis)
+    .map(({ axis, factor }) => ({ op: 'SPLIT', axis, factor, target: AxisType.UPCAST }));
+
 /**
  * Register tiles of a sum of products whose threads share the reduce (coalescedReduce): GPU_TILE outputs along
  * an output axis that only one factor reads, for each factor, so that each value a thread computes is used
  * GPU_TILE times. A conv's weight gradient behind BatchNorm and relu recomputes both factors per product (the
  * gradient, 15 ops, for every ci, ky, kx; the activation for every co): 30 ops a multiply-add, instruction-bound
- * on an H100 (beautiful_mnist's 5x5 one: 6.3 ms, 2.6 ms with co x ci tiles of 4 x 4).
+ * on an H100 (beautiful_mnist's 5x5 one: 6.3 ms, 2.6 ms with co x ci tiles of 4 x 4). A computed factor (math on
+ * loads) serves every window position of the other too: the innermost window axis only the other reads is tiled
+ * whole (that kernel's kx: 2.53 -> 1.88 ms on an H200).
  */
 function sidedTiles(ast: UOp, groups: number): Opt[] {
   const sides = productOperands(ast);
   if (sides === undefined || groups / GPU_TILE ** 2 < TILE_MIN_GROUPS) return [];
   const ranges = kernelRanges(ast);
-  // the innermost output axis that side reads and the other does not
-  const only = (side: UOp, other: UOp) => {
-    for (let axis = ranges.length - 1; axis >= 0; axis--) {
-      const r = ranges[axis]!;
-      const n = constSize(r);
-      if (rangeArg(r).type !== AxisType.GLOBAL || n === undefined || n % GPU_TILE !== 0) continue;
-      if (reads(side, r) && !reads(other, r)) return axis;
-    }
-    return -1;
-  };
-  const axes = [only(sides[0], sides[1]), only(sides[1], sides[0])];
+  const axes = [onlyAxis(ranges, sides[0], sides[1], quad), onlyAxis(ranges, sides[1], sides[0], quad)];
   if (axes.some((a) => a < 0)) return [];
-  // a split adds its range after the one split: the later axis first keeps the other's number
-  return axes
-    .sort((a, b) => b - a)
-    .map((axis) => ({ op: 'SPLIT', axis, factor: GPU_TILE, target: AxisType.UPCAST }));
+  // one window at most: two would hold GPU_TILE^2 x 49 sums a thread
+  const windows = sides
+    .map((side, i) => (isLoad(side) ? -1 : onlyAxis(ranges, sides[1 - i]!, side, window, axes)))
+    .filter((a) => a >= 0)
+    .slice(0, 1);
+  return upcasts(ranges, axes, windows);
+}
+
+/**
+ * The most sums a thread holds after computedTiles (its vector lanes' too). On an H200, 4 input channels x 3 of a window x 4 images of a 3x3
+ * conv's input gradient: 0.35 -> 0.15 ms; 4 x 5 x 4 of a 5x5 one: 1.70 -> 2.20 ms (so 4 x 5 there).
+ */
+const THREAD_SUMS = 64;
+
+/**
+ * Register tiles for a computed factor, before the workgroups: where a factor of a sum of products is math on
+ * loads (a relu'd activation, a BatchNorm gradient), threads along an axis only the other factor reads (a conv's
+ * output channel, an input gradient's input channel and window) each compute it again; GPU_TILE outputs of that
+ * axis and the innermost window axis whole in a thread compute it once for all (and, within THREAD_SUMS, GPU_TILE
+ * of an axis only the computed factor reads share the other's loads). Before the workgroups, so that LOCAL splits
+ * do not take the whole axis. On an H200, beautiful_mnist's second conv (32 output channels as
+ * threads) 1.70 -> 1.43 ms, its last 0.77 -> 0.71, its last conv's input gradient by windows 0.89 -> 0.35.
+ */
+function computedTiles(ast: UOp): Opt[] {
+  const ranges = kernelRanges(ast);
+  if (ranges.some((r) => SHARED_AXES.has(rangeArg(r).type))) return [];
+  const sides = productOperands(ast);
+  const i = sides?.findIndex((side) => !isLoad(side)) ?? -1;
+  if (sides === undefined || i < 0) return [];
+  const [computed, other] = [sides[i]!, sides[1 - i]!];
+  const axis = onlyAxis(ranges, other, computed, quad);
+  if (axis < 0) return [];
+  const count = (type: AxisType) =>
+    ranges.reduce((n, r) => (rangeArg(r).type === type ? n * (constSize(r) ?? 1) : n), 1);
+  const [outputs, lanes] = [count(AxisType.GLOBAL), count(AxisType.UPCAST)];
+  // n more outputs a thread, if its sums (its lanes' too) stay within THREAD_SUMS and TILE_MIN_GROUPS groups remain
+  let tile = GPU_TILE;
+  const room = (n: number) =>
+    lanes * tile * n <= THREAD_SUMS && outputs / (tile * n) / LOCAL_THREADS >= TILE_MIN_GROUPS;
+  if (!room(1)) return [];
+  const whole = onlyAxis(ranges, other, computed, (n) => window(n) && room(n), [axis]);
+  if (whole >= 0) tile *= constSize(ranges[whole]!)!;
+  // the loaded factor's values serve GPU_TILE outputs of an axis only the computed one reads too
+  const mine = onlyAxis(ranges, computed, other, (n) => quad(n) && room(GPU_TILE), [axis, whole]);
+  return upcasts(ranges, mine < 0 ? [axis] : [axis, mine], whole < 0 ? [] : [whole]);
 }
 
 /** Tensor-core sums of products with at least this many multiply-adds stage their operands (256^3). */
@@ -313,8 +381,9 @@ function bigBlocks(ast: UOp, tc: Opt, work: number, target: Target): Opt[] {
 
 /**
  * The GPU's opts: tensor cores, else vector lanes (float4), else threads sharing a reduce that reads along it;
- * then workgroups, register tiles (not under tensor cores, which tile their own), unrolls, and STAGE for big
- * tensor-core matmuls; big blocks instead where the GPU copies asynchronously (bigBlocks).
+ * then tiles for a computed factor, workgroups, register tiles (not under tensor cores, which tile their own,
+ * nor after tiles for a computed factor), unrolls, and STAGE for big tensor-core matmuls; big blocks instead
+ * where the GPU copies asynchronously (bigBlocks).
  */
 export function gpuOpts(ast: UOp, target: Target): Opt[] {
   const tc = tensorCores(ast, target);
@@ -322,9 +391,12 @@ export function gpuOpts(ast: UOp, target: Target): Opt[] {
   const big = tc.length ? bigBlocks(ast, tc[0]!, work, target) : [];
   if (big.length) return big;
   const vectors = tc.length ? tc : target.vectors ? outputLanes(ast, target) : [];
-  const lanes = vectors.length ? vectors : coalescedReduce(ast, target);
+  const shared = vectors.length ? vectors : coalescedReduce(ast, target);
+  const computed = computedTiles(applyOpts(ast, shared, target));
+  const lanes = [...shared, ...computed];
   const groups = [...lanes, ...workgroups(applyOpts(ast, lanes, target), target)];
-  const grid = tc.length ? groups : [...groups, ...gpuTiles(applyOpts(ast, groups, target))];
+  const grid =
+    tc.length || computed.length ? groups : [...groups, ...gpuTiles(applyOpts(ast, groups, target))];
   const unrolled = [...grid, ...unrolls(applyOpts(ast, grid, target))];
   if (!tc.length) return unrolled;
   return [...unrolled, ...stage(applyOpts(ast, unrolled, target), work, target)];
