@@ -34,7 +34,7 @@ import {
 } from './cuda-api.ts';
 import { CUDAGraph } from './cuda-graph.ts';
 import { cachedBody, publishFile, withBuildDir } from './diskcache.ts';
-import { compileInWorkers } from './nvrtc-workers.ts';
+import { NvrtcBatch } from './nvrtc-workers.ts';
 import { NVIDIA_TENSOR_CORES, type TensorCore } from './tensor-cores.ts';
 
 /** 1: a JIT's replays on CUDA run as one CUDA graph (0: a launch per kernel). */
@@ -286,42 +286,61 @@ export class CUDABackend extends Backend {
   }
 
   /**
-   * Kernels neither loaded nor cached on disk compile on NVRTC worker threads together; then each loads from
-   * the cubin found or built here (its disk entry read and verified once).
+   * Kernels neither loaded nor cached on disk compile on NVRTC worker threads, each as soon as it is lowered (the
+   * threads compile while this one lowers the next); then each loads from the cubin found or built here (its disk
+   * entry read and verified once). A single new kernel compiles on this thread: no worker is started for it.
    */
   override compileMany(inputs: readonly KernelInput[]): (Program | Error)[] {
+    const images = new Map<string, Uint8Array>();
+    const seen = new Set<string>();
+    const building: {
+      batch?: NvrtcBatch;
+      dir: string;
+      keys: string[];
+      held?: KernelSource & { key: string };
+    } = {
+      dir: '',
+      keys: [],
+    };
+    const build = (k: KernelSource & { key: string }) => {
+      if (building.batch === undefined) {
+        building.batch = new NvrtcBatch(nvrtcLibrary().path);
+        building.dir = mkdtempSync(join(tmpdir(), 'tsgrad-nvrtc-'));
+      }
+      const out = join(building.dir, `${building.keys.length}.cubin`);
+      building.batch.add({ name: k.name, source: k.source, options: this.options(), out });
+      building.keys.push(k.key);
+    };
     const kernels = inputs.map((input): (KernelSource & { key: string }) | Error => {
+      let k: KernelSource & { key: string };
       try {
-        const k = typeof input === 'function' ? input() : input;
-        return { ...k, key: this.keyOf(k.source) };
+        const lowered = typeof input === 'function' ? input() : input;
+        k = { ...lowered, key: this.keyOf(lowered.source) };
       } catch (e) {
         return e as Error;
       }
-    });
-    const images = new Map<string, Uint8Array>();
-    const seen = new Set<string>();
-    const missing = kernels.filter((k): k is KernelSource & { key: string } => {
-      if (k instanceof Error || seen.has(k.key) || this.modules.get(k.key) !== undefined) return false;
+      if (seen.has(k.key) || this.modules.get(k.key) !== undefined) return k;
       seen.add(k.key);
       const cubin = cachedBody(k.key, '.cubin');
       if (cubin !== undefined) images.set(k.key, cubin);
-      return cubin === undefined;
+      // the first kernel to build waits for a second
+      else if (building.batch === undefined && building.held === undefined) building.held = k;
+      else {
+        if (building.held !== undefined) build(building.held);
+        building.held = undefined;
+        build(k);
+      }
+      return k;
     });
-    if (missing.length > 1) {
-      const dir = mkdtempSync(join(tmpdir(), 'tsgrad-nvrtc-'));
+    if (building.batch !== undefined)
       try {
-        const options = this.options();
-        const built = compileInWorkers(
-          nvrtcLibrary().path,
-          missing.map(({ name, source }, i) => ({ name, source, options, out: join(dir, `${i}.cubin`) })),
-        );
-        built.forEach((b, i) => {
-          if (b instanceof Uint8Array) images.set(missing[i]!.key, this.cache(missing[i]!.key, b));
+        building.batch.results().forEach((b, i) => {
+          const key = building.keys[i]!;
+          if (b instanceof Uint8Array) images.set(key, this.cache(key, b));
         });
       } finally {
-        rmSync(dir, { recursive: true, force: true });
+        rmSync(building.dir, { recursive: true, force: true });
       }
-    }
     // each loads what was found or built; one whose worker failed compiles here again, for its own error
     return kernels.map((k) => {
       if (k instanceof Error) return k;

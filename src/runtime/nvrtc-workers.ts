@@ -1,6 +1,7 @@
-// NVRTC on several threads: a schedule's new CUDA kernels compile at once (NVRTC takes tens of milliseconds a
-// kernel and runs on one core). Workers write each cubin (or the compiler's log) to a file and count up a shared
-// counter; the calling thread waits on it, so compileMany stays synchronous as the Backend interface is.
+// NVRTC on several threads: a schedule's new CUDA kernels compile at once, each as soon as it is lowered (NVRTC
+// takes tens of milliseconds a kernel and runs on one core). Workers write each cubin (or the compiler's log)
+// to a file and count up a shared counter; the calling thread waits on it, so compileMany stays synchronous as
+// the Backend interface is.
 import { readFileSync, rmSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { availableParallelism } from 'node:os';
@@ -68,35 +69,54 @@ function workers(nvrtc: string): Worker[] {
 /** How long one batch may take before its missing kernels are reported as failed (a worker that died). */
 const BATCH_SECONDS = 600;
 
+interface Job {
+  name: string;
+  source: string;
+  options: readonly string[];
+  /** The file the cubin is written to (the compiler's message to `out`.err). */
+  out: string;
+}
+
 /**
- * Compiles each job's source with NVRTC (the library at `nvrtc`) into the file `out`, on worker threads; the
- * result per job is its cubin, or an Error carrying NVRTC's message.
+ * Kernels compiled by NVRTC (the library at `nvrtc`) on worker threads as they are added: the caller goes on
+ * lowering the next kernel while the threads compile the ones before. `results` waits for all of them.
  */
-export function compileInWorkers(
-  nvrtc: string,
-  jobs: readonly { name: string; source: string; options: readonly string[]; out: string }[],
-): (Uint8Array | Error)[] {
-  if (jobs.length === 0) return [];
-  const pool = workers(nvrtc);
-  const done = new Int32Array(new SharedArrayBuffer(4));
-  jobs.forEach((job, i) => {
-    pool[i % pool.length]!.postMessage({ ...job, done });
-  });
-  const deadline = performance.now() + BATCH_SECONDS * 1000;
-  for (let seen = 0; seen < jobs.length && performance.now() < deadline; seen = Atomics.load(done, 0))
-    Atomics.wait(done, 0, seen, 1000);
-  return jobs.map(({ name, out }) => {
-    try {
-      return new Uint8Array(readFileSync(out));
-    } catch {
-      let why = `no result within ${BATCH_SECONDS} s (a compiler thread failed)`;
+export class NvrtcBatch {
+  private readonly jobs: Job[] = [];
+  private readonly done = new Int32Array(new SharedArrayBuffer(4));
+  private readonly pool: Worker[];
+
+  constructor(nvrtc: string) {
+    this.pool = workers(nvrtc);
+  }
+
+  add(job: Job): void {
+    this.pool[this.jobs.length % this.pool.length]!.postMessage({ ...job, done: this.done });
+    this.jobs.push(job);
+  }
+
+  /** Each job's cubin, or an Error carrying NVRTC's message, in the order added. */
+  results(): (Uint8Array | Error)[] {
+    const deadline = performance.now() + BATCH_SECONDS * 1000;
+    for (
+      let seen = Atomics.load(this.done, 0);
+      seen < this.jobs.length && performance.now() < deadline;
+      seen = Atomics.load(this.done, 0)
+    )
+      Atomics.wait(this.done, 0, seen, 1000);
+    return this.jobs.map(({ name, out }) => {
       try {
-        why = readFileSync(`${out}.err`, 'utf8');
-      } catch {}
-      return new Error(`CUDA: NVRTC cannot compile kernel ${name}: ${why}`);
-    } finally {
-      rmSync(out, { force: true });
-      rmSync(`${out}.err`, { force: true });
-    }
-  });
+        return new Uint8Array(readFileSync(out));
+      } catch {
+        let why = `no result within ${BATCH_SECONDS} s (a compiler thread failed)`;
+        try {
+          why = readFileSync(`${out}.err`, 'utf8');
+        } catch {}
+        return new Error(`CUDA: NVRTC cannot compile kernel ${name}: ${why}`);
+      } finally {
+        rmSync(out, { force: true });
+        rmSync(`${out}.err`, { force: true });
+      }
+    });
+  }
 }
