@@ -144,6 +144,8 @@ const SLOT_AXES: ReadonlySet<AxisType> = new Set([AxisType.LOCAL, AxisType.UPCAS
 interface GroupCtx {
   nextRange: number;
   nextBuffer: number;
+  /** The kernel's LOCAL axes: every thread has its slot, also where its share does not depend on its index. */
+  threads: readonly UOp[];
 }
 
 /** Row-major offset of the ranges' indices (constant sizes: opts split only those). */
@@ -168,7 +170,9 @@ function groupReduce(r: UOp, ctx: GroupCtx): UOp | undefined {
   if (group.length === 0) return undefined;
   const own = ranges.filter((x) => !group.includes(x));
   const share = own.length ? UOp.make(Ops.REDUCE, [value, ...own], r.argOf(Ops.REDUCE)) : value;
-  const slots = [...rangesOf(share)]
+  // threads whose shares are equal (a factor that does not read their axis) still store apart: one slot
+  // written by several threads is a race, however equal the values
+  const slots = [...new Set([...rangesOf(share), ...ctx.threads])]
     .filter((x) => SLOT_AXES.has(rangeArg(x).type))
     .sort((a, b) => rangeArg(a).id - rangeArg(b).id);
   const size = slots.reduce((n, x) => n * constSize(x)!, 1);
@@ -195,6 +199,10 @@ const groupRules = new PatternMatcher<GroupCtx>([
 export function groupReduces(ast: UOp): UOp {
   const ranges = kernelRanges(ast);
   if (!ranges.some((r) => rangeArg(r).type === AxisType.GROUP_REDUCE)) return ast;
-  const ctx = { nextRange: Math.max(...ranges.map((r) => rangeArg(r).id)) + 1, nextBuffer: 0 };
+  const ctx = {
+    nextRange: Math.max(...ranges.map((r) => rangeArg(r).id)) + 1,
+    nextBuffer: 0,
+    threads: ranges.filter((r) => rangeArg(r).type === AxisType.LOCAL),
+  };
   return graphRewrite(ast, groupRules, { ctx, name: 'group reduces' });
 }

@@ -160,6 +160,20 @@ describe('GROUP_REDUCE kernels on SIMT', () => {
     'max of columns': (d) => ramp([128, 4], d).max(0),
     'matrix-vector': (d) => ramp([4, 128], d).matmul(ramp([128], d).mod(3)),
     'mean then exp': (d) => ramp([2, 512], d).div(512).mean(1).exp(),
+    // the shared factor does not read the LOCAL axis (columns of a constant): each thread still has its slot,
+    // which SIMT's race check would report otherwise
+    'matmul with a constant': (d) => {
+      const x = new Tensor(
+        Array.from({ length: 128 }, (_, i) => i % 7),
+        { device: d },
+      ).reshape([8, 16]);
+      return x
+        .mul(2)
+        .add(1)
+        .mul(x)
+        .sub(3)
+        .matmul(Tensor.full([16, 32], 0.5, { device: d }));
+    },
   };
   for (const [name, f] of Object.entries(programs))
     it(name, () => {
