@@ -35,7 +35,7 @@ export interface Plan {
 
 /** What the schedule needs to know of the device its kernels run on. */
 export interface ScheduleTarget {
-  /** Kernels run on workgroups (a GPU): big sums split for them. */
+  /** Kernels run on workgroups (a GPU): big sums split for them, and reused operands stay fused. */
   gpu: boolean;
   /** The most arguments one kernel may take (Backend.maxBuffers). */
   maxBuffers: number;
@@ -49,7 +49,7 @@ const HOST: ScheduleTarget = { gpu: false, maxBuffers: Number.POSITIVE_INFINITY 
  */
 export function kernelsOf(body: UOp, device: string, target = HOST): Schedule {
   const split = boundKernels(splitReduces(foldViews(body), target.gpu), target.maxBuffers);
-  const schedule = rangeify(split.src, () => device);
+  const schedule = rangeify(split.src, () => device, target.gpu);
   // the roots as the caller knows them
   const outputs = new Map(body.src.map((r, i) => [r, schedule.outputs.get(split.src[i]!)!]));
   return { kernels: schedule.kernels, outputs };

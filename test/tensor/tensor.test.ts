@@ -240,6 +240,29 @@ describe('store or recompute', () => {
     expect(scheduleOf([cheap]).kernels.length).toBe(1);
     expect((costly.tolist() as number[])[0]).toBeCloseTo(8 * Math.exp(0.5), 4);
   });
+  it('costly math a sum of products reads many times is stored off GPUs; a relu stays fused', () => {
+    const data = values(8 * 16, 1);
+    const f = (v: number) => (v * 2 + 1) * v - 3;
+    const rows = Array.from(
+      { length: 8 },
+      (_, i) => 0.5 * data.slice(16 * i, 16 * i + 16).reduce((n, v) => n + f(v), 0),
+    );
+    for (const [device, kernels] of [
+      ['JS', 2],
+      ['SIMT', 1],
+    ] as const) {
+      const x = new Tensor(data, { device }).reshape([8, 16]);
+      const w = Tensor.full([16, 32], 0.5, { device });
+      // each element of the operand is multiplied into 32 outputs: 4 ops computed 32 times, or stored once
+      const costly = x.mul(2).add(1).mul(x).sub(3).matmul(w);
+      expect(scheduleOf([costly]).kernels.length, device).toBe(kernels);
+      expect(scheduleOf([x.relu().matmul(w)]).kernels.length, device).toBe(1);
+      // values on JS only: SIMT's fused kernel for this product races (GROUP_REDUCE + a computed operand)
+      if (device !== 'JS') continue;
+      for (const [i, row] of (costly.tolist() as number[][]).entries())
+        for (const v of row) expect(v, device).toBeCloseTo(rows[i]!, 3);
+    }
+  });
 });
 
 describe('assign', () => {
