@@ -2,7 +2,7 @@
 // chains fuse, a reduce fuses with its inputs and with the elementwise ops that consume it, and values a
 // kernel cannot recompute cheaply (reduces seen through an expand, CONTIGUOUS) end their own kernel.
 import { AddrSpace, type DType, dtypes } from '../dtype.ts';
-import { ALU, AxisType, GroupOp, Ops, opName } from '../uop/ops.ts';
+import { AxisType, GroupOp, Ops, opName } from '../uop/ops.ts';
 import { graphRewrite, PatternMatcher, UPat } from '../uop/pattern.ts';
 import type { sint } from '../uop/shape.ts';
 import { UOp } from '../uop/uop.ts';
@@ -88,51 +88,11 @@ function costly(u: UOp, memo: Map<UOp, boolean>): boolean {
 
 const numel = (u: UOp) => u.shape!.reduce<number>((n, d) => n * (typeof d === 'number' ? d : 2), 1);
 
-/** An operand of a sum of products costing at least this many ops is worth a store (a relu or a mask is not). */
-const REUSED_COST = 4;
-/** ... read at least this many times an element: the tiles share a computed operand among at most 16 copies. */
-const REUSED_READS = 8;
-
 /**
- * Operands of sums of products (conv and matmul gradients) that are elementwise math the sum computes again
- * for every output it is multiplied into: a conv's output gradient through pooling, batch norm and a relu (16
- * ops, read 800 times by conv2's weight and input gradients in beautiful_mnist). Stored once by their own
- * kernel, they are plain loads that the CPU's register tiles reuse; cheaper math (a relu, a gradient's mask)
- * stays fused, where a tile computes it once for all its columns.
+ * Decides which nodes get their own buffer: the roots, CONTIGUOUS, reduces that cannot fuse, and costly
+ * elementwise values that an expand would recompute for every copy.
  */
-function reusedOperands(order: readonly UOp[], realized: Set<UOp>): UOp[] {
-  const out: UOp[] = [];
-  const ends = (x: UOp) => isStorage(x) || x.op === Ops.REDUCE || x.op === Ops.CONST || realized.has(x);
-  for (const u of order) {
-    if (u.op !== Ops.REDUCE || u.argOf(Ops.REDUCE).op !== Ops.ADD) continue;
-    let m = u.src[0]!;
-    while (GroupOp.Movement.has(m.op) || m.op === Ops.CAST) m = m.src[0]!;
-    if (m.op !== Ops.MUL) continue;
-    for (let v of m.src) {
-      while (GroupOp.Movement.has(v.op)) v = v.src[0]!;
-      if (ends(v) || numel(m) < REUSED_READS * numel(v)) continue;
-      // the distinct ops computing v, down to what a kernel loads
-      const seen = new Set<UOp>();
-      let cost = 0;
-      for (const stack = [v]; stack.length; ) {
-        const x = stack.pop()!;
-        if (seen.has(x) || (x !== v && ends(x))) continue;
-        seen.add(x);
-        if (ALU.has(x.op)) cost++;
-        stack.push(...x.src);
-      }
-      if (cost >= REUSED_COST) out.push(v);
-    }
-  }
-  return out;
-}
-
-/**
- * Decides which nodes get their own buffer: the roots, CONTIGUOUS, reduces that cannot fuse, costly
- * elementwise values that an expand would recompute for every copy, and (off GPUs, whose tiles share
- * recomputed operands among threads instead) costly operands that a sum of products reads many times.
- */
-function findRealized(roots: readonly UOp[], gpu: boolean): Set<UOp> {
+function findRealized(roots: readonly UOp[]): Set<UOp> {
   const realized = new Set<UOp>();
   const order = UOp.sink(...roots).toposort();
   // each node's users, built where a reduce asks (a wide graph without reduces needs none)
@@ -157,7 +117,6 @@ function findRealized(roots: readonly UOp[], gpu: boolean): Set<UOp> {
     while (GroupOp.Movement.has(v.op)) v = v.src[0]!;
     if (!isStorage(v) && v.op !== Ops.REDUCE && v.op !== Ops.CONST && costly(v, memo)) realized.add(v);
   }
-  if (!gpu) for (const v of reusedOperands(order, realized)) realized.add(v);
   // users first, so a reduce knows whether the reduces above it are realized. A reduce over constants only
   // (an arange's prefix sum, a mask) stays fused: codegen collapses such counting loops
   const readsMemory = new Map<UOp, boolean>();
@@ -227,7 +186,7 @@ const INDEX_MAPS: Partial<Record<Ops, (u: UOp, idx: readonly UOp[]) => UOp[]>> =
 };
 
 /** Builds the kernels of one realized value. */
-class KernelBuilder {
+export class KernelBuilder {
   readonly bufs: UOp[] = [];
   private readonly params = new Map<UOp, UOp>();
   private rangeId = 0;
@@ -368,8 +327,8 @@ function readsOnlyWhereItWrites(k: Kernel): boolean {
 }
 
 /** The kernels that compute `roots`, in an order where every kernel runs after the kernels it reads. */
-export function rangeify(roots: readonly UOp[], device: (u: UOp) => string, gpu = false): Schedule {
-  const realized = findRealized(roots, gpu);
+export function rangeify(roots: readonly UOp[], device: (u: UOp) => string): Schedule {
+  const realized = findRealized(roots);
   const outputs = new Map<UOp, UOp>();
   for (const r of roots) if (isStorage(r)) outputs.set(r, r);
   const bufferOf = new Map<UOp, UOp>();

@@ -265,6 +265,37 @@ describe('store or recompute', () => {
   });
 });
 
+describe('store or recompute, layouts', () => {
+  it('a stored operand is read through a copy with the axis the sum takes vectors from innermost', () => {
+    // out[c, k] = sum over n, l of g[n, c, l] * h[n, k, l]: no output axis reads either side contiguously,
+    // so the sum reads g (6 ops, 8 reads an element) with c innermost
+    const [gData, hData] = [values(4 * 16 * 6, 2), values(4 * 8 * 6, 3)];
+    const f = (v: number) => ((v * 2 + 1) * v - 3) * v;
+    const want: number[][] = Array.from({ length: 16 }, (_, c) =>
+      Array.from({ length: 8 }, (_, k) => {
+        let sum = 0;
+        for (let n = 0; n < 4; n++)
+          for (let l = 0; l < 6; l++) sum += f(gData[(n * 16 + c) * 6 + l]!) * hData[(n * 8 + k) * 6 + l]!;
+        return sum;
+      }),
+    );
+    const g = new Tensor(gData, { device: 'JS' }).reshape([4, 16, 6]);
+    const h = new Tensor(hData, { device: 'JS' }).reshape([4, 8, 6]);
+    const out = g
+      .mul(2)
+      .add(1)
+      .mul(g)
+      .sub(3)
+      .mul(g)
+      .reshape([4, 16, 1, 6])
+      .mul(h.reshape([4, 1, 8, 6]))
+      .sum([0, 3]);
+    expect(scheduleOf([out]).kernels.length).toBe(3); // g's math, its copy with c innermost, the sum
+    for (const [c, row] of (out.tolist() as number[][]).entries())
+      for (const [k, v] of row.entries()) expect(v).toBeCloseTo(want[c]![k]!, 3);
+  });
+});
+
 describe('assign', () => {
   for (const device of DEVICES)
     it(`writes in place on ${device}, safely when the value reads other elements of the buffer`, () => {
