@@ -81,6 +81,15 @@ function laneAxis(m: UOp, side: number, reduced: readonly number[], v: UOp): num
       otherLoads.every((a) => !a.toposort().includes(r) || step(a, r) === 1),
   );
   if (otherLanes) return undefined;
+  // nor where every load reads the innermost reduce axis in whole vectors (A @ B^T: the tiles take lanes there)
+  const inner = reduced.filter((i) => loops[i]!.op === Ops.RANGE).at(-1);
+  const loads = [...other, ...mine].filter((x) => x.op === Ops.LOAD).map(addressOf);
+  if (
+    inner !== undefined &&
+    (m.shape![inner] as number) % MIN_LANES === 0 &&
+    loads.every((a) => [0, 1].includes(step(a, loops[inner]!) ?? -1))
+  )
+    return undefined;
   const strides = (v.shape as number[]).map((_, k) =>
     (v.shape as number[]).slice(k + 1).reduce((n, d) => n * d, 1),
   );
@@ -113,30 +122,31 @@ export function storeOperands(sink: UOp, gpu: boolean): UOp {
     if (m.op !== Ops.MUL) continue;
     m.src.forEach((s, side) => {
       const v = viewed(s);
-      if (ENDS.has(v.op) || numel(m) < STORED_READS * numel(v) || cost(v) < STORED_COST) return;
-      stored.add(v);
+      if (numel(m) < STORED_READS * numel(v) || v.op === Ops.CONST || v.op === Ops.REDUCE) return;
+      // memory as it is (a weight) may still be read through a copy in another layout
+      const inMemory = ENDS.has(v.op);
+      if (!inMemory && cost(v) < STORED_COST) return;
+      if (!inMemory) stored.add(v);
       // the layout is chosen where the product has the reduce's own shape (the sums of matmuls and convs)
       const axis = m === u.src[0] && s !== v ? laneAxis(m, side, u.argOf(Ops.REDUCE).axes, v) : undefined;
       if (axis !== undefined && axis !== v.shape!.length - 1) relaid.push({ m, side, v, axis });
     });
   }
-  if (stored.size === 0) return sink;
+  if (stored.size === 0 && relaid.length === 0) return sink;
   // rebuilt sources first: a stored value may hold another's sum (the gradient of the layer below)
-  const layout = new Map(relaid.map((x) => [x.m, x]));
+  const relays = new Map<UOp, typeof relaid>();
+  for (const r of relaid) relays.set(r.m, [...(relays.get(r.m) ?? []), r]);
   const rebuilt = new Map<UOp, UOp>();
   for (const u of sink.toposort()) {
     const src = u.src.map((x) => rebuilt.get(x)!);
     let w = src.every((x, i) => x === u.src[i]) ? u : u.withSrc(src);
-    const relay = layout.get(u);
-    if (relay !== undefined) {
-      const { side, v, axis } = relay;
+    for (const { side, v, axis } of relays.get(u) ?? []) {
       const n = v.shape!.length;
       const order = [...Array(n).keys()].filter((k) => k !== axis).concat(axis);
       const back = order.map((_, k) => order.indexOf(k));
       const copy = UOp.make(Ops.CONTIGUOUS, [rebuilt.get(v)!.permute(order)]).permute(back);
-      w = w.withSrc(
-        w.src.map((x, i) => (i === side ? substitute(x, new Map([[rebuilt.get(v)!, copy]])) : x)),
-      );
+      const read = new Map([[rebuilt.get(v)!, copy]]);
+      w = w.withSrc(w.src.map((x, i) => (i === side ? substitute(x, read) : x)));
     }
     rebuilt.set(u, stored.has(u) ? UOp.make(Ops.CONTIGUOUS, [w]) : w);
   }
