@@ -7,8 +7,12 @@ import { symbolic } from '../uop/symbolic.ts';
 import { UOp } from '../uop/uop.ts';
 import { KernelBuilder, newBuffer } from './rangeify.ts';
 
-/** An operand costing at least this many ops is worth a store (a relu or a gradient's mask is not). */
-const STORED_COST = 4;
+/**
+ * An operand costing at least this many ops is worth a store: a gradient through pooling and batch norm (16 to
+ * 30 ops) is; a relu's mask, even one that recomputes the relu of a sum and a bias (4 to 6), is not: the tiles
+ * compute it once for all their columns.
+ */
+const STORED_COST = 8;
 /** ... where the sum reads each of its elements at least this often: tiles share a computed one among 16 copies. */
 const STORED_READS = 8;
 
@@ -63,10 +67,11 @@ function laneAxis(m: UOp, side: number, reduced: readonly number[], v: UOp): num
   const address = addressOf(load);
   const other = lowered[1 - side]!.toposort();
   const zero = UOp.const(dtypes.index, 0);
-  const at = (r?: UOp) =>
-    new Map(loops.filter((l) => l.op === Ops.RANGE).map((l) => [l, l === r ? zero.add(1) : zero]));
+  // every range at 0 but r at 1 (the ranges of a reduce inside a side too)
+  const at = (a: UOp, r?: UOp) =>
+    new Map(a.toposort().filter((l) => l.op === Ops.RANGE).map((l) => [l, l === r ? zero.add(1) : zero]));
   const step = (a: UOp, r: UOp) => {
-    const [from, to] = [evaluate(a, at()), evaluate(a, at(r))];
+    const [from, to] = [evaluate(a, at(a)), evaluate(a, at(a, r))];
     return from === undefined || to === undefined ? undefined : to - from;
   };
   // none where the other side has vectors already: an output axis only it reads, contiguously
