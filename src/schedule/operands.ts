@@ -1,5 +1,6 @@
-// Stored operands: costly math that a sum of products reads many times is stored once, in the layout its sum
-// reads in vectors, instead of being computed again for every output it is multiplied into (off GPUs).
+// Stored operands (off GPUs): costly math that a sum of products reads many times is stored once instead of
+// computed again for every output it is multiplied into, and a product that would gather its operand reads a
+// copy in the layout its register tile takes vectors from.
 import { dtypes } from '../dtype.ts';
 import { ALU, AxisType, GroupOp, Ops } from '../uop/ops.ts';
 import { graphRewrite, substitute } from '../uop/pattern.ts';
@@ -69,7 +70,12 @@ function laneAxis(m: UOp, side: number, reduced: readonly number[], v: UOp): num
   const zero = UOp.const(dtypes.index, 0);
   // every range at 0 but r at 1 (the ranges of a reduce inside a side too)
   const at = (a: UOp, r?: UOp) =>
-    new Map(a.toposort().filter((l) => l.op === Ops.RANGE).map((l) => [l, l === r ? zero.add(1) : zero]));
+    new Map(
+      a
+        .toposort()
+        .filter((l) => l.op === Ops.RANGE)
+        .map((l) => [l, l === r ? zero.add(1) : zero]),
+    );
   const step = (a: UOp, r: UOp) => {
     const [from, to] = [evaluate(a, at(a)), evaluate(a, at(a, r))];
     return from === undefined || to === undefined ? undefined : to - from;
