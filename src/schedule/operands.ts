@@ -59,8 +59,14 @@ function evaluate(idx: UOp, values: ReadonlyMap<UOp, UOp>): number | undefined {
  * lowering the side over fresh loops and stepping each loop once in v's address.
  */
 function laneAxis(m: UOp, side: number, reduced: readonly number[], v: UOp): number | undefined {
-  const buf = newBuffer(v.shape!, v.dtype, 'probe');
-  const kb = new KernelBuilder((x) => (x === v ? buf : undefined), buf);
+  // v and what rangeify will realize anyway (CONTIGUOUS, an assign's AFTER) are read from buffers
+  const bufs = new Map<UOp, UOp>();
+  const bufOf = (x: UOp) => {
+    if (x !== v && x.op !== Ops.CONTIGUOUS && x.op !== Ops.AFTER) return undefined;
+    return bufs.get(x) ?? bufs.set(x, newBuffer(x.shape!, x.dtype, 'probe')).get(x)!;
+  };
+  const buf = bufOf(v)!;
+  const kb = new KernelBuilder(bufOf, buf);
   const loops = m.shape!.map((d) => kb.range(d, AxisType.LOOP));
   const lowered = m.src.map((s) => kb.lower(s, loops, UOp.const(dtypes.bool, true)));
   const load = lowered[side]!.toposort().find((u) => u.op === Ops.LOAD && u.src[0]!.src[0] === kb.param(buf));
