@@ -9,6 +9,7 @@ import { boundKernels } from './bound.ts';
 import { type Callified, callify } from './callify.ts';
 import { foldViews } from './fold-views.ts';
 import { planMemory } from './memory.ts';
+import { storeOperands } from './operands.ts';
 import { rangeify, type Schedule } from './rangeify.ts';
 import { type LowerCall, resolveFunctions } from './resolve.ts';
 import { splitReduces } from './split.ts';
@@ -35,7 +36,7 @@ export interface Plan {
 
 /** What the schedule needs to know of the device its kernels run on. */
 export interface ScheduleTarget {
-  /** Kernels run on workgroups (a GPU): big sums split for them. */
+  /** Kernels run on workgroups (a GPU): big sums split for them, and costly operands stay fused. */
   gpu: boolean;
   /** The most arguments one kernel may take (Backend.maxBuffers). */
   maxBuffers: number;
@@ -44,11 +45,15 @@ export interface ScheduleTarget {
 const HOST: ScheduleTarget = { gpu: false, maxBuffers: Number.POSITIVE_INFINITY };
 
 /**
- * Fold views, split reduces, bound kernels (realize intermediates of expressions too long to compile), then
- * rangeify: the kernels of a function's body, and the buffer holding each root.
+ * Fold views, split reduces, store costly operands of products (off GPUs), bound kernels (realize
+ * intermediates of expressions too long to compile), then rangeify: the kernels of a function's body, and
+ * the buffer holding each root.
  */
 export function kernelsOf(body: UOp, device: string, target = HOST): Schedule {
-  const split = boundKernels(splitReduces(foldViews(body), target.gpu), target.maxBuffers);
+  const split = boundKernels(
+    storeOperands(splitReduces(foldViews(body), target.gpu), target.gpu),
+    target.maxBuffers,
+  );
   const schedule = rangeify(split.src, () => device);
   // the roots as the caller knows them
   const outputs = new Map(body.src.map((r, i) => [r, schedule.outputs.get(split.src[i]!)!]));

@@ -186,7 +186,7 @@ const INDEX_MAPS: Partial<Record<Ops, (u: UOp, idx: readonly UOp[]) => UOp[]>> =
 };
 
 /** Builds the kernels of one realized value. */
-class KernelBuilder {
+export class KernelBuilder {
   readonly bufs: UOp[] = [];
   private readonly params = new Map<UOp, UOp>();
   private rangeId = 0;

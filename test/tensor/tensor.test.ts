@@ -240,6 +240,63 @@ describe('store or recompute', () => {
     expect(scheduleOf([cheap]).kernels.length).toBe(1);
     expect((costly.tolist() as number[])[0]).toBeCloseTo(8 * Math.exp(0.5), 4);
   });
+  it('costly math a sum of products reads many times is stored off GPUs; a relu stays fused', () => {
+    const data = values(8 * 16, 1);
+    const f = (v: number) => (((v * 2 + 1) * v - 3) * v + 0.5) * v - 1;
+    const rows = Array.from(
+      { length: 8 },
+      (_, i) => 0.5 * data.slice(16 * i, 16 * i + 16).reduce((n, v) => n + f(v), 0),
+    );
+    for (const [device, kernels] of [
+      ['JS', 2],
+      ['SIMT', 1],
+    ] as const) {
+      const x = new Tensor(data, { device }).reshape([8, 16]);
+      const w = Tensor.full([16, 32], 0.5, { device });
+      // each element of the operand is multiplied into 32 outputs: 8 ops computed 32 times, or stored once
+      const costly = x.mul(2).add(1).mul(x).sub(3).mul(x).add(0.5).mul(x).sub(1).matmul(w);
+      expect(scheduleOf([costly]).kernels.length, device).toBe(kernels);
+      expect(scheduleOf([x.relu().matmul(w)]).kernels.length, device).toBe(1);
+      // values on JS only: SIMT's fused kernel for this product races (GROUP_REDUCE + a computed operand)
+      if (device !== 'JS') continue;
+      for (const [i, row] of (costly.tolist() as number[][]).entries())
+        for (const v of row) expect(v, device).toBeCloseTo(rows[i]!, 3);
+    }
+  });
+});
+
+describe('store or recompute, layouts', () => {
+  it('a stored operand is read through a copy with the axis the sum takes vectors from innermost', () => {
+    // out[c, k] = sum over n, l of g[n, c, l] * h[n, k, l]: no output axis reads either side contiguously,
+    // so the sum reads g (8 ops, 8 reads an element) with c innermost
+    const [gData, hData] = [values(4 * 16 * 6, 2), values(4 * 8 * 6, 3)];
+    const f = (v: number) => (((v * 2 + 1) * v - 3) * v + 0.5) * v - 1;
+    const want: number[][] = Array.from({ length: 16 }, (_, c) =>
+      Array.from({ length: 8 }, (_, k) => {
+        let sum = 0;
+        for (let n = 0; n < 4; n++)
+          for (let l = 0; l < 6; l++) sum += f(gData[(n * 16 + c) * 6 + l]!) * hData[(n * 8 + k) * 6 + l]!;
+        return sum;
+      }),
+    );
+    const g = new Tensor(gData, { device: 'JS' }).reshape([4, 16, 6]);
+    const h = new Tensor(hData, { device: 'JS' }).reshape([4, 8, 6]);
+    const out = g
+      .mul(2)
+      .add(1)
+      .mul(g)
+      .sub(3)
+      .mul(g)
+      .add(0.5)
+      .mul(g)
+      .sub(1)
+      .reshape([4, 16, 1, 6])
+      .mul(h.reshape([4, 1, 8, 6]))
+      .sum([0, 3]);
+    expect(scheduleOf([out]).kernels.length).toBe(3); // g's math, its copy with c innermost, the sum
+    for (const [c, row] of (out.tolist() as number[][]).entries())
+      for (const [k, v] of row.entries()) expect(v).toBeCloseTo(want[c]![k]!, 3);
+  });
 });
 
 describe('assign', () => {

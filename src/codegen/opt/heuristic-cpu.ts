@@ -26,13 +26,23 @@ function tile(ast: UOp, target: Target): Opt[] {
   if (operands === undefined) return [];
   const ranges = kernelRanges(ast);
   const loops = ranges.filter((r) => isLoop(r) && constSize(r) !== undefined);
-  const lane = loops.filter((r) => reads(operands[0], r) !== reads(operands[1], r)).at(-1);
-  if (lane === undefined) return [];
-  const vector = reads(operands[0], lane) ? operands[0] : operands[1];
-  const vectorLoads = loadsReading(vector, lane);
-  const lanes = dividing(constSize(lane)!, laneCounts(target, vector.dtype.itemsize));
-  // lanes that are not contiguous would gather (matrix-vector products reduce in lanes instead)
-  if (lanes === undefined || !vectorLoads.every((l) => contiguousLanes(address(l), lane, lanes))) return [];
+  // the innermost output axis only one operand reads, where that operand's loads fill whole vectors along it
+  // (lanes that are not contiguous would gather: matrix-vector products reduce in lanes instead)
+  const laneOf = (r: UOp) => {
+    const vector = reads(operands[0], r) ? operands[0] : operands[1];
+    const lanes = dividing(constSize(r)!, laneCounts(target, vector.dtype.itemsize));
+    const loads = loadsReading(vector, r);
+    return lanes !== undefined && loads.every((l) => contiguousLanes(address(l), r, lanes))
+      ? { lane: r, vector, lanes, vectorLoads: loads }
+      : undefined;
+  };
+  const found = loops
+    .filter((r) => reads(operands[0], r) !== reads(operands[1], r))
+    .map(laneOf)
+    .filter((x) => x !== undefined)
+    .at(-1);
+  if (found === undefined) return [];
+  const { lane, vector, lanes, vectorLoads } = found;
   const row = loops
     .filter((r) => r !== lane && !reads(vector, r))
     .sort((a, b) => constSize(b)! - constSize(a)!)[0];

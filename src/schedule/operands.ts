@@ -1,0 +1,171 @@
+// Stored operands (off GPUs): costly math that a sum of products reads many times is stored once instead of
+// computed again for every output it is multiplied into, and a product that would gather its operand reads a
+// copy in the layout its register tile takes vectors from.
+import { dtypes } from '../dtype.ts';
+import { ALU, AxisType, GroupOp, Ops } from '../uop/ops.ts';
+import { graphRewrite, substitute } from '../uop/pattern.ts';
+import { symbolic } from '../uop/symbolic.ts';
+import { UOp } from '../uop/uop.ts';
+import { KernelBuilder, newBuffer } from './rangeify.ts';
+
+/**
+ * An operand costing at least this many ops is worth a store: a gradient through pooling and batch norm (16 to
+ * 30 ops) is; a relu's mask, even one that recomputes the relu of a sum and a bias (4 to 6), is not: the tiles
+ * compute it once for all their columns.
+ */
+const STORED_COST = 8;
+/** ... where the sum reads each of its elements at least this often: tiles share a computed one among 16 copies. */
+const STORED_READS = 8;
+
+/** The fewest lanes worth a vector (AVX2's floats; AVX-512 takes 16). */
+const MIN_LANES = 8;
+
+/** Nodes a kernel reads from memory or knows: an operand's cost stops at them. */
+const ENDS = new Set([Ops.BUFFER, Ops.PARAM, Ops.CONST, Ops.REDUCE, Ops.CONTIGUOUS, Ops.AFTER]);
+
+const addressOf = (load: UOp) => load.src[0]!.src[1]!;
+const numel = (u: UOp) => u.shape!.reduce<number>((n, d) => n * (typeof d === 'number' ? d : 2), 1);
+const viewed = (u: UOp) => {
+  while (GroupOp.Movement.has(u.op)) u = u.src[0]!;
+  return u;
+};
+
+/** The distinct ALU ops computing v, down to what a kernel loads. */
+function cost(v: UOp): number {
+  const seen = new Set<UOp>();
+  let n = 0;
+  for (const stack = [v]; stack.length; ) {
+    const x = stack.pop()!;
+    if (seen.has(x) || (x !== v && ENDS.has(x.op))) continue;
+    seen.add(x);
+    if (ALU.has(x.op)) n++;
+    stack.push(...x.src);
+  }
+  return n;
+}
+
+/** The constant an index expression folds to once every range in it is given a value. */
+function evaluate(idx: UOp, values: ReadonlyMap<UOp, UOp>): number | undefined {
+  const folded = graphRewrite(substitute(idx, values), symbolic, {
+    name: 'probe an address',
+    ctx: undefined,
+  });
+  return folded.op === Ops.CONST ? Number(folded.constValue) : undefined;
+}
+
+/**
+ * The axis of the stored value v that should be innermost for the product `m` (whose `side` reads v through
+ * views) to take vectors from it: the innermost output axis of the sum that only this side reads. Found by
+ * lowering the side over fresh loops and stepping each loop once in v's address.
+ */
+function laneAxis(m: UOp, side: number, reduced: readonly number[], v: UOp): number | undefined {
+  // v and what rangeify will realize anyway (CONTIGUOUS, an assign's AFTER) are read from buffers
+  const bufs = new Map<UOp, UOp>();
+  const bufOf = (x: UOp) => {
+    if (x !== v && x.op !== Ops.CONTIGUOUS && x.op !== Ops.AFTER) return undefined;
+    return bufs.get(x) ?? bufs.set(x, newBuffer(x.shape!, x.dtype, 'probe')).get(x)!;
+  };
+  const buf = bufOf(v)!;
+  const kb = new KernelBuilder(bufOf, buf);
+  const loops = m.shape!.map((d) => kb.range(d, AxisType.LOOP));
+  const lowered = m.src.map((s) => kb.lower(s, loops, UOp.const(dtypes.bool, true)));
+  const load = lowered[side]!.toposort().find((u) => u.op === Ops.LOAD && u.src[0]!.src[0] === kb.param(buf));
+  if (load === undefined || typeof v.shape!.at(-1) !== 'number') return undefined;
+  const address = addressOf(load);
+  const other = lowered[1 - side]!.toposort();
+  const zero = UOp.const(dtypes.index, 0);
+  // every range at 0 but r at 1 (the ranges of a reduce inside a side too)
+  const at = (a: UOp, r?: UOp) =>
+    new Map(
+      a
+        .toposort()
+        .filter((l) => l.op === Ops.RANGE)
+        .map((l) => [l, l === r ? zero.add(1) : zero]),
+    );
+  const step = (a: UOp, r: UOp) => {
+    const [from, to] = [evaluate(a, at(a)), evaluate(a, at(a, r))];
+    return from === undefined || to === undefined ? undefined : to - from;
+  };
+  // none where the other side has vectors already: an output axis only it reads, contiguously
+  const mine = lowered[side]!.toposort();
+  const otherLoads = other.filter((x) => x.op === Ops.LOAD).map(addressOf);
+  const otherLanes = loops.some(
+    (r, i) =>
+      r.op === Ops.RANGE &&
+      !reduced.includes(i) &&
+      !mine.includes(r) &&
+      (m.shape![i] as number) % MIN_LANES === 0 &&
+      otherLoads.every((a) => !a.toposort().includes(r) || step(a, r) === 1),
+  );
+  if (otherLanes) return undefined;
+  // nor where every load reads the innermost reduce axis in whole vectors (A @ B^T: the tiles take lanes there)
+  const inner = reduced.filter((i) => loops[i]!.op === Ops.RANGE).at(-1);
+  const loads = [...other, ...mine].filter((x) => x.op === Ops.LOAD).map(addressOf);
+  if (
+    inner !== undefined &&
+    (m.shape![inner] as number) % MIN_LANES === 0 &&
+    loads.every((a) => [0, 1].includes(step(a, loops[inner]!) ?? -1))
+  )
+    return undefined;
+  const strides = (v.shape as number[]).map((_, k) =>
+    (v.shape as number[]).slice(k + 1).reduce((n, d) => n * d, 1),
+  );
+  for (let i = loops.length - 1; i >= 0; i--) {
+    const r = loops[i]!;
+    if (r.op !== Ops.RANGE || reduced.includes(i) || other.includes(r)) continue;
+    const by = step(address, r);
+    if (by !== undefined && by !== 0) return strides.includes(by) ? strides.indexOf(by) : undefined;
+  }
+  return undefined;
+}
+
+/**
+ * The graph with costly operands of sums of products stored (CONTIGUOUS): an operand of >= STORED_COST ops
+ * that the sum reads >= STORED_READS times an element (a conv's output gradient through pooling, batch norm
+ * and relu: 16 ops, read 800 times by conv2's weight and input gradients in beautiful_mnist). Stored, they
+ * are plain loads that the CPU's register tiles reuse; where the sum's vector axis is not the stored
+ * value's innermost (a conv's weight gradient wants the output channels, NCHW has them outside), that sum
+ * reads a copy with the axis moved innermost. GPUs keep the recompute: their tiles share it among threads.
+ */
+export function storeOperands(sink: UOp, gpu: boolean): UOp {
+  if (gpu) return sink;
+  const stored = new Set<UOp>();
+  // products that read a stored value through a copy with another axis innermost: the side and the axis
+  const relaid: { m: UOp; side: number; v: UOp; axis: number }[] = [];
+  for (const u of sink.toposort()) {
+    if (u.op !== Ops.REDUCE || u.argOf(Ops.REDUCE).op !== Ops.ADD) continue;
+    let m = u.src[0]!;
+    while (GroupOp.Movement.has(m.op) || m.op === Ops.CAST) m = m.src[0]!;
+    if (m.op !== Ops.MUL) continue;
+    m.src.forEach((s, side) => {
+      const v = viewed(s);
+      if (numel(m) < STORED_READS * numel(v) || v.op === Ops.CONST || v.op === Ops.REDUCE) return;
+      // memory as it is (a weight) may still be read through a copy in another layout
+      const inMemory = ENDS.has(v.op);
+      if (!inMemory && cost(v) < STORED_COST) return;
+      if (!inMemory) stored.add(v);
+      // the layout is chosen where the product has the reduce's own shape (the sums of matmuls and convs)
+      const axis = m === u.src[0] && s !== v ? laneAxis(m, side, u.argOf(Ops.REDUCE).axes, v) : undefined;
+      if (axis !== undefined && axis !== v.shape!.length - 1) relaid.push({ m, side, v, axis });
+    });
+  }
+  if (stored.size === 0 && relaid.length === 0) return sink;
+  // rebuilt sources first: a stored value may hold another's sum (the gradient of the layer below)
+  const relays = new Map<UOp, typeof relaid>();
+  for (const r of relaid) relays.set(r.m, [...(relays.get(r.m) ?? []), r]);
+  const rebuilt = new Map<UOp, UOp>();
+  for (const u of sink.toposort()) {
+    const src = u.src.map((x) => rebuilt.get(x)!);
+    let w = src.every((x, i) => x === u.src[i]) ? u : u.withSrc(src);
+    for (const { side, v, axis } of relays.get(u) ?? []) {
+      const n = v.shape!.length;
+      const order = [...Array(n).keys()].filter((k) => k !== axis).concat(axis);
+      const back = order.map((_, k) => order.indexOf(k));
+      const copy = UOp.make(Ops.CONTIGUOUS, [rebuilt.get(v)!.permute(order)]).permute(back);
+      const read = new Map([[rebuilt.get(v)!, copy]]);
+      w = w.withSrc(w.src.map((x, i) => (i === side ? substitute(x, read) : x)));
+    }
+    rebuilt.set(u, stored.has(u) ? UOp.make(Ops.CONTIGUOUS, [w]) : w);
+  }
+  return rebuilt.get(sink)!;
+}
