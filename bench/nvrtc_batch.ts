@@ -1,6 +1,8 @@
 // NVRTC compile time for a batch of new kernels, one at a time and on worker threads (compileMany), with an
 // empty cubin cache each: what a new model's first step waits for. Usage: npx tsx bench/nvrtc_batch.ts [N]
-import { mkdtempSync } from 'node:fs';
+import { spawn } from 'node:child_process';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { lowerKernel } from '../src/codegen/index.ts';
@@ -8,6 +10,7 @@ import { CPU_TARGET, type Target } from '../src/codegen/opt/opts.ts';
 import { scheduleOf } from '../src/engine/realize.ts';
 import { Context, Device, Tensor } from '../src/index.ts';
 import { renderCUDA } from '../src/renderer/c.ts';
+import { nvrtcLibrary } from '../src/runtime/cuda-api.ts';
 
 const n = Number(process.argv[2] ?? 32);
 const cuda = Device.get('CUDA');
@@ -41,6 +44,43 @@ const one = Context.with(fresh(), () =>
   }),
 );
 const many = Context.with(fresh(), () => time(() => cuda.compileMany(run('many'))));
+// the same kernels split among P processes, each running NVRTC on its share one at a time (no cubins kept):
+// whether NVRTC's threads contend inside one process
+const CHILD = `
+const koffi = require(process.argv[1]);
+const lib = koffi.load(process.argv[2]);
+const create = lib.func('int nvrtcCreateProgram(void *prog, const char *src, const char *name, int nheaders, const char **headers, const char **includeNames)');
+const compile = lib.func('int nvrtcCompileProgram(uintptr_t prog, int nopts, const char **opts)');
+const destroy = lib.func('int nvrtcDestroyProgram(void *prog)');
+const { jobs, options } = JSON.parse(require('node:fs').readFileSync(process.argv[3], 'utf8'));
+for (const { name, source } of jobs) {
+  const prog = new BigUint64Array(1);
+  if (create(prog, source, name + '.cu', 0, null, null) !== 0) process.exit(2);
+  if (compile(Number(prog[0]), options.length, options) !== 0) process.exit(3);
+  destroy(prog);
+}`;
+async function processes(count: number): Promise<number> {
+  const options = JSON.parse(cuda.compilerKey())[3] as string[];
+  const jobs = run(`procs${count}`);
+  const dir = mkdtempSync(join(tmpdir(), 'tsgrad-nvrtc-procs-'));
+  const koffi = createRequire(import.meta.url).resolve('koffi');
+  const t0 = performance.now();
+  await Promise.all(
+    Array.from({ length: count }, (_, p) => {
+      const file = join(dir, `${p}.json`);
+      writeFileSync(file, JSON.stringify({ jobs: jobs.filter((_, i) => i % count === p), options }));
+      return new Promise<void>((resolve, reject) =>
+        spawn(process.execPath, ['-e', CHILD, koffi, nvrtcLibrary().path, file], { stdio: 'inherit' }).on(
+          'exit',
+          (code) => (code === 0 ? resolve() : reject(new Error(`NVRTC process exited with ${code}`))),
+        ),
+      );
+    }),
+  );
+  return (performance.now() - t0) / 1000;
+}
+const procs = [];
+for (const count of [1, 4, 8, 16]) procs.push(`${count}: ${(await processes(count)).toFixed(2)} s`);
 console.log(
-  `${kernels.length} kernels, empty cache: one at a time ${one.toFixed(2)} s, compileMany ${many.toFixed(2)} s`,
+  `${kernels.length} kernels, empty cache: one at a time ${one.toFixed(2)} s, compileMany ${many.toFixed(2)} s; in processes ${procs.join(', ')}`,
 );
