@@ -48,7 +48,8 @@ export function callify(roots: readonly UOp[]): Callified {
   for (const u of sink.toposort()) {
     if (u.op === Ops.BUFFER) {
       const { dtype, device } = u.argOf(Ops.BUFFER);
-      out.set(u, UOp.param(inputs.length, dtype, u.shape!, device));
+      // the buffer's own shape vector: UOp.param would build it again from the shape
+      out.set(u, UOp.make(Ops.PARAM, u.src, { slot: inputs.length, dtype, device }));
       inputs.push(u);
       continue;
     }
