@@ -66,7 +66,7 @@ export function callify(roots: readonly UOp[]): Callified {
         r = placeholder(values.length, s.dtype);
         values.push(s.constValue);
       }
-      if (r !== s && src === undefined) src = u.src.slice(0, i);
+      if (r !== s && src === undefined) src = u.srcHead(i);
       src?.push(r);
     }
     if (src !== undefined) out.set(u, u.withSrc(src));

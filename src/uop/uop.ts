@@ -112,6 +112,12 @@ export class UOp {
       return UOp.makeKeyed(op, src, this.arg, this._argKey, tag);
     return UOp.make(op, src, (changes.arg === undefined ? this.arg : changes.arg) as never, tag);
   }
+  /** The first n sources as a new array, to go on with other sources (V8 slices a frozen array ~10x slower). */
+  srcHead(n: number): UOp[] {
+    const head: UOp[] = [];
+    for (let i = 0; i < n; i++) head.push(this.src[i]!);
+    return head;
+  }
   withSrc(src: readonly UOp[]): UOp {
     return UOp.makeKeyed(this.op, src, this.arg, this._argKey, this.tag);
   }
