@@ -128,7 +128,7 @@ function runPlan(
     }
   }
   // recorded launches go on using the intermediate storage and the constants' buffers; else they are freed
-  if (recording === undefined) for (const b of storage) b?.free();
+  if (recording === undefined) for (let i = 0; i < storage.length; i++) storage[i]?.free();
   else for (const b of nodes) if (b !== undefined) recording.buffers.add(b);
   const results = plan.outputs.map((i) => nodes[i]!);
   for (const b of results) recording?.written.add(b);
@@ -190,7 +190,10 @@ export function realize(tensors: readonly Realizable[]): ReadonlySet<UOp> {
   pending.forEach((t, i) => {
     t.uop = outputs[i]!;
   });
-  return new Set(outputs.filter((b) => !inputs.includes(b)));
+  // a result in the table after the inputs is a buffer this realize made, not an input seen through a view
+  const created = new Set<UOp>();
+  for (let i = 0; i < outputs.length; i++) if (plan.outputs[i]! >= plan.inputs) created.add(outputs[i]!);
+  return created;
 }
 
 /**
