@@ -10,10 +10,10 @@ import type { Program } from '../runtime/backend.ts';
 import type { DeviceBuffer } from '../runtime/buffer.ts';
 import { Device } from '../runtime/device.ts';
 import { kernelsOf, type Plan, planOf, type ScheduleTarget, toFunction } from '../schedule/index.ts';
-import { newBufferOf, type Schedule } from '../schedule/rangeify.ts';
+import { newBuffer, type Schedule } from '../schedule/rangeify.ts';
 import { bindBody } from '../schedule/resolve.ts';
 import { Ops } from '../uop/ops.ts';
-import { UOp } from '../uop/uop.ts';
+import type { UOp } from '../uop/uop.ts';
 import { allocateFor, deviceBuffer } from './buffers.ts';
 import { type Compiled, compileKernel, compileKernels, optsKey } from './compile.ts';
 import { bake, groupAlike, KernelStep } from './lift.ts';
@@ -30,9 +30,11 @@ interface Realizable {
 interface Runnable {
   steps: KernelStep<Compiled>[];
   inputs: number;
-  /** The buffers the plan creates, after its inputs in the table: an output's BUFFER node is made per run from
-   * its shape vector; an intermediate takes storage slot `slot`, allocated per run. */
-  created: { shape: number[]; shapeVec: UOp; dtype: DType; slot: number | undefined }[];
+  /**
+   * The buffers the plan creates, after its inputs in the table: an output (no `slot`) gets a new BUFFER node per
+   * run; an intermediate takes storage slot `slot`, allocated per run.
+   */
+  created: { shape: number[]; dtype: DType; slot: number | undefined }[];
   outputs: number[];
   slots: number;
   /** Compiles a kernel of the plan on its device. */
@@ -46,7 +48,6 @@ function runnable(plan: Plan, device: string): Runnable {
   groupAlike(steps);
   const created = plan.created.map(({ shape, dtype }, j) => ({
     shape,
-    shapeVec: UOp.shapeVec(shape),
     dtype,
     slot: plan.outputs.includes(plan.inputs + j) ? undefined : plan.slotOf[j]!,
   }));
@@ -103,10 +104,10 @@ function runPlan(
   for (let i = 0; i < inputs.length; i++) table[i] = deviceBuffer((nodes[i] = inputs[i]!));
   const storage: (DeviceBuffer | undefined)[] = new Array(plan.slots);
   for (let j = 0; j < plan.created.length; j++) {
-    const { shape, shapeVec, dtype, slot } = plan.created[j]!;
+    const { shape, dtype, slot } = plan.created[j]!;
     const entry = plan.inputs + j;
     if (slot !== undefined) table[entry] = storage[slot] ??= allocateFor(shape, dtype, device);
-    else table[entry] = deviceBuffer((nodes[entry] = newBufferOf(shapeVec, dtype, device)));
+    else table[entry] = deviceBuffer((nodes[entry] = newBuffer(shape, dtype, device)));
   }
   for (let n = 0; n < plan.steps.length; n++) {
     const step = plan.steps[n]!;

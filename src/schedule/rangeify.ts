@@ -30,11 +30,6 @@ export function newBuffer(shape: readonly sint[], dtype: DType, device: string):
   return UOp.buffer(nextBufferSlot++, dtype, shape, device);
 }
 
-/** newBuffer for a shape already built as a shape vector (UOp.shapeVec), as a cached plan keeps its outputs'. */
-export function newBufferOf(shapeVec: UOp, dtype: DType, device: string): UOp {
-  return UOp.bufferOf(nextBufferSlot++, dtype, shapeVec, device);
-}
-
 /** Ops that map each element to at most one place: a reduce below them is still computed once per element. */
 const ONE_TO_ONE = new Set([
   ...GroupOp.Unary,

@@ -153,11 +153,7 @@ export class UOp {
     return UOp.make(Ops.STACK, shape.map(UOp.index));
   }
   static buffer(slot: number, dtype: DType, shape: readonly sint[], device: Device = 'CPU'): UOp {
-    return UOp.bufferOf(slot, dtype, UOp.shapeVec(shape), device);
-  }
-  /** UOp.buffer with its shape as a shape vector. */
-  static bufferOf(slot: number, dtype: DType, shapeVec: UOp, device: Device = 'CPU'): UOp {
-    return UOp.make(Ops.BUFFER, [shapeVec], { slot, dtype, device, addrspace: AddrSpace.GLOBAL });
+    return UOp.make(Ops.BUFFER, [UOp.shapeVec(shape)], { slot, dtype, device, addrspace: AddrSpace.GLOBAL });
   }
   static param(slot: number, dtype: DType, shape: readonly sint[], device?: Device): UOp {
     return UOp.make(
