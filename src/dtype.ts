@@ -480,6 +480,11 @@ function storageCtor(dtype: DType): StorageCtor {
   return c;
 }
 
+/** Throws, naming the storable dtypes, unless `dtype` has a TypedArray storage. */
+export function checkStorage(dtype: DType): void {
+  storageCtor(dtype);
+}
+
 /** A zero-filled storage array of n elements. */
 export function allocStorage(dtype: DType, n: number): StorageArray {
   return new (storageCtor(dtype))(n);

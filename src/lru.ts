@@ -11,6 +11,8 @@ export const CACHE_ENTRIES = new ContextVar('CACHE_ENTRIES', 4096);
 /** A Map that drops its least recently used entry past `limit()` entries (read at each insertion). */
 export class LRU<K, V> {
   private readonly map = new Map<K, V>();
+  /** The key last read or written, the last in the map's order while it is in the map. */
+  private newest: K | undefined;
 
   constructor(private readonly limit: () => number = () => CACHE_ENTRIES.value) {}
 
@@ -21,7 +23,9 @@ export class LRU<K, V> {
   /** The value, now the most recently used. */
   get(key: K): V | undefined {
     const v = this.map.get(key);
-    if (v !== undefined) {
+    // the most recently used already (a loop asking for one key): no need to move it
+    if (v !== undefined && key !== this.newest) {
+      this.newest = key;
       this.map.delete(key);
       this.map.set(key, v);
     }
@@ -29,6 +33,7 @@ export class LRU<K, V> {
   }
 
   set(key: K, value: V): void {
+    this.newest = key;
     this.map.delete(key);
     this.map.set(key, value);
     const limit = Math.max(1, this.limit());

@@ -5,16 +5,31 @@ import { DeviceBuffer } from '../runtime/buffer.ts';
 import { Ops } from '../uop/ops.ts';
 import type { UOp } from '../uop/uop.ts';
 
-const memory = new WeakMap<UOp, DeviceBuffer>();
-// BUFFER nodes whose data is copied from another buffer (a DISK file range) when they are first used
-const sources = new WeakMap<UOp, DeviceBuffer>();
-// BUFFER nodes whose memory Tensor.dispose() freed: any graph still reading them must not run
-const released = new WeakSet<UOp>();
-// How many holders (tensors whose value the node is, a JIT's outputs) a BUFFER node has: dispose() frees the
-// memory only when the last one lets go, so a tensor that shares its buffer (a no-op view realized, a JIT's
-// output) never frees memory another tensor still holds. Holders that die without dispose() never let go:
-// their memory comes back through garbage collection instead.
-const holders = new WeakMap<UOp, number>();
+/**
+ * What the engine keeps of a BUFFER node, one record per node (every realize makes a node and allocates for it:
+ * one weak-map entry, not one per field):
+ * - `memory`, allocated on first use;
+ * - `source`, a buffer (a DISK file range) its data is copied from when it is first used;
+ * - `released`, set once Tensor.dispose() freed the memory: any graph still reading the node must not run;
+ * - `holders`, how many holders (tensors whose value the node is, a JIT's outputs) it has: dispose() frees the
+ *   memory only when the last one lets go, so a tensor that shares its buffer (a no-op view realized, a JIT's
+ *   output) never frees memory another tensor still holds. Holders that die without dispose() never let go:
+ *   their memory comes back through garbage collection instead.
+ */
+interface Held {
+  memory: DeviceBuffer | undefined;
+  source: DeviceBuffer | undefined;
+  released: boolean;
+  holders: number;
+}
+const held = new WeakMap<UOp, Held>();
+
+function heldOf(buf: UOp): Held {
+  let h = held.get(buf);
+  if (h === undefined)
+    held.set(buf, (h = { memory: undefined, source: undefined, released: false, holders: 0 }));
+  return h;
+}
 
 /** New memory for a value of this shape, or an error naming the shape and its bytes when there is none. */
 export function allocateFor(shape: readonly number[], dtype: DType, device: string): DeviceBuffer {
@@ -34,49 +49,49 @@ export function allocateFor(shape: readonly number[], dtype: DType, device: stri
  * Realize takes its inputs' buffers here before any kernel runs, so a graph reading a released buffer fails whole.
  */
 export function deviceBuffer(buf: UOp): DeviceBuffer {
-  let b = memory.get(buf);
-  if (b === undefined) {
+  const h = heldOf(buf);
+  if (h.memory === undefined) {
     const a = buf.argOf(Ops.BUFFER);
-    if (released.has(buf))
+    if (h.released)
       throw new Error(
         `a graph reads a buffer (${buf.shape!.join(', ')}) ${a.dtype.name} on ${a.device} that Tensor.dispose() freed; dispose a tensor only after everything computed from it is realized`,
       );
-    b = allocateFor(buf.shape as number[], a.dtype, a.device as string);
-    const src = sources.get(buf);
+    const b = allocateFor(buf.shape as number[], a.dtype, a.device as string);
     // the source is kept until the copy succeeds, so that a failed read can be retried
-    if (src !== undefined) copyBuffer(b, src);
-    sources.delete(buf);
-    memory.set(buf, b);
+    if (h.source !== undefined) copyBuffer(b, h.source);
+    h.source = undefined;
+    h.memory = b;
   }
-  return b;
+  return h.memory;
 }
 
 /** One more holder of a BUFFER node's memory. */
 export function holdBuffer(buf: UOp): void {
-  holders.set(buf, (holders.get(buf) ?? 0) + 1);
+  heldOf(buf).holders++;
 }
 
 /** One holder fewer; with `free`, the last holder frees the memory now (releaseBuffer). */
 export function letGoOfBuffer(buf: UOp, free: boolean): void {
-  const left = (holders.get(buf) ?? 1) - 1;
-  holders.set(buf, left);
-  if (free && left <= 0) releaseBuffer(buf);
+  const h = heldOf(buf);
+  // (a node nobody held counts as held once, as before holders were counted)
+  h.holders = (h.holders === 0 ? 1 : h.holders) - 1;
+  if (free && h.holders <= 0) releaseBuffer(h);
 }
 
 /** Whether Tensor.dispose() freed a BUFFER node's memory. */
-export const isReleased = (buf: UOp): boolean => released.has(buf);
+export const isReleased = (buf: UOp): boolean => held.get(buf)?.released ?? false;
 
 /** Frees a BUFFER node's memory now (back to the allocator's cache); the node cannot be used afterwards. */
-function releaseBuffer(buf: UOp): void {
-  memory.get(buf)?.free();
-  memory.delete(buf);
-  sources.delete(buf);
-  released.add(buf);
+function releaseBuffer(h: Held): void {
+  h.memory?.free();
+  h.memory = undefined;
+  h.source = undefined;
+  h.released = true;
 }
 
 /** Gives `buf` the contents of `src`, copied when buf is first used rather than now (lazy loading). */
 export function copyOnFirstUse(buf: UOp, src: DeviceBuffer): void {
-  sources.set(buf, src);
+  heldOf(buf).source = src;
 }
 
 /** Copies `src` into `dst`: straight into dst's memory where the host can address it, else through a host copy. */
@@ -99,7 +114,7 @@ export function setBufferData(buf: UOp, values: StorageArray): void {
  * nothing is allocated, copied or run.
  */
 export function hostData(buf: UOp): StorageArray | undefined {
-  const b = memory.get(buf);
+  const b = held.get(buf)?.memory;
   if (!b?.allocated) return undefined;
   return b.backend.allocator instanceof HostAllocator ? b.view() : b.hostCopy;
 }

@@ -128,6 +128,8 @@ export function groupAlike<K>(steps: readonly KernelStep<K>[]): void {
   }
 }
 
+const NO_BUFFERS: readonly DeviceBuffer[] = [];
+
 /** A program reading the placeholders at `positions` (indices into a step's) at run time: its AST, once compiled its kernel. */
 interface Lifted<K> {
   positions: number[];
@@ -172,6 +174,7 @@ export class KernelStep<K> {
    * `program` asks for them).
    */
   pending(values: readonly ConstValue[]): UOp | undefined {
+    if (this.bakedFor(values) !== undefined) return undefined;
     if (LIFT.value === 0) return bake(this.ast, values);
     const mine = this.valuesOf(values);
     const first = this.first ?? mine;
@@ -186,7 +189,12 @@ export class KernelStep<K> {
   }
 
   /** The program for these graph values, and the buffers of the constants it reads at run time. */
-  program(values: readonly ConstValue[], compile: CompileKernel<K>): { kernel: K; extra: DeviceBuffer[] } {
+  program(
+    values: readonly ConstValue[],
+    compile: CompileKernel<K>,
+  ): { kernel: K; extra: readonly DeviceBuffer[] } {
+    const baked = this.bakedFor(values);
+    if (baked !== undefined) return { kernel: baked, extra: NO_BUFFERS };
     // LIFT=0 compiles the AST of every new value (the program cache keeps each)
     if (LIFT.value === 0) return { kernel: compile(bake(this.ast, values)), extra: [] };
     const mine = this.valuesOf(values);
@@ -210,6 +218,19 @@ export class KernelStep<K> {
       ),
     );
     return { kernel: lifted.kernel, extra };
+  }
+
+  /**
+   * The baked program where it runs these values: each placeholder has its first value and no alike step's
+   * differ (what liftedFor decides from these values), checked without allocating, as most eager steps are.
+   */
+  private bakedFor(values: readonly ConstValue[]): K | undefined {
+    const kernel = this.baked?.kernel;
+    if (kernel === undefined || this.alike !== undefined || LIFT.value === 0) return undefined;
+    const first = this.first!;
+    for (let j = 0; j < this.placeholders.length; j++)
+      if (!Object.is(values[this.placeholders[j]!.tag as number], first[j])) return undefined;
+    return kernel;
   }
 
   /** Whether the kernel can take `buffers` more arguments (lifted constants); else they are baked (a compile per value). */

@@ -3,7 +3,7 @@
 // together before the first one runs, for the values of the graph's constants (lift.ts); realize runs them over
 // the input buffers, fresh output buffers, the planned intermediate storage and the constants' buffers.
 
-import type { ConstValue } from '../dtype.ts';
+import type { ConstValue, DType } from '../dtype.ts';
 import { DEBUG } from '../helpers.ts';
 import { LRU } from '../lru.ts';
 import type { Program } from '../runtime/backend.ts';
@@ -23,9 +23,22 @@ interface Realizable {
   readonly device: string;
 }
 
-/** A plan whose kernels compile on first use, for the values of the graph's constants (lift.ts). */
-interface Runnable extends Omit<Plan, 'steps'> {
+/**
+ * A plan whose kernels compile on first use, for the values of the graph's constants (lift.ts), with its buffer
+ * table laid out once: each run only fills it.
+ */
+interface Runnable {
   steps: KernelStep<Compiled>[];
+  inputs: number;
+  /**
+   * The buffers the plan creates, after its inputs in the table: an output (no `slot`) gets a new BUFFER node per
+   * run; an intermediate takes storage slot `slot`, allocated per run.
+   */
+  created: { shape: number[]; dtype: DType; slot: number | undefined }[];
+  outputs: number[];
+  slots: number;
+  /** Compiles a kernel of the plan on its device. */
+  compile: (ast: UOp) => Compiled;
 }
 
 const plans = new LRU<string, Runnable>();
@@ -33,7 +46,13 @@ const plans = new LRU<string, Runnable>();
 function runnable(plan: Plan, device: string): Runnable {
   const steps = plan.steps.map(({ ast, refs, bytes }) => new KernelStep<Compiled>(ast, refs, bytes, device));
   groupAlike(steps);
-  return { ...plan, steps };
+  const created = plan.created.map(({ shape, dtype }, j) => ({
+    shape,
+    dtype,
+    slot: plan.outputs.includes(plan.inputs + j) ? undefined : plan.slotOf[j]!,
+  }));
+  const { inputs, outputs, slots } = plan;
+  return { steps, inputs, created, outputs, slots, compile: (ast) => compileKernel(ast, device) };
 }
 
 /** A kernel launch as a JIT records it: the program and the buffers it ran on. */
@@ -72,30 +91,33 @@ function runPlan(
 ): UOp[] {
   // every kernel compiles before anything is allocated or run: one that fails leaves every buffer as it was;
   // the new ones compile together
-  const pending = plan.steps.flatMap((step) => step.pending(values) ?? []);
-  if (pending.length > 0) compileKernels(pending, device);
-  const compile = (ast: UOp) => compileKernel(ast, device);
-  const launches = plan.steps.map((step) => step.program(values, compile));
-  const table: DeviceBuffer[] = inputs.map(deviceBuffer);
-  const outBuffers = new Map<number, UOp>();
+  let pending: UOp[] | undefined;
+  for (const step of plan.steps) {
+    const ast = step.pending(values);
+    if (ast !== undefined) (pending ??= []).push(ast);
+  }
+  if (pending !== undefined) compileKernels(pending, device);
+  const launches = plan.steps.map((step) => step.program(values, plan.compile));
+  // the table: the inputs' buffers, then the created ones: outputs new BUFFER nodes, intermediates their storage
+  const table = new Array<DeviceBuffer>(plan.inputs + plan.created.length);
+  const nodes = new Array<UOp | undefined>(table.length);
+  for (let i = 0; i < inputs.length; i++) table[i] = deviceBuffer((nodes[i] = inputs[i]!));
   const storage: (DeviceBuffer | undefined)[] = new Array(plan.slots);
-  plan.created.forEach((c, j) => {
+  for (let j = 0; j < plan.created.length; j++) {
+    const { shape, dtype, slot } = plan.created[j]!;
     const entry = plan.inputs + j;
-    if (plan.outputs.includes(entry)) {
-      const buf = newBuffer(c.shape, c.dtype, device);
-      outBuffers.set(entry, buf);
-      table.push(deviceBuffer(buf));
-    } else {
-      const slot = plan.slotOf[j]!;
-      table.push((storage[slot] ??= allocateFor(c.shape, c.dtype, device)));
-    }
-  });
-  plan.steps.forEach((step, n) => {
+    if (slot !== undefined) table[entry] = storage[slot] ??= allocateFor(shape, dtype, device);
+    else table[entry] = deviceBuffer((nodes[entry] = newBuffer(shape, dtype, device)));
+  }
+  for (let n = 0; n < plan.steps.length; n++) {
+    const step = plan.steps[n]!;
     const { kernel, extra } = launches[n]!;
     const { program, display, flops } = kernel;
     const bufs = step.refs.map((i) => table[i]!);
-    bufs.push(...extra);
-    storage.push(...extra);
+    for (const b of extra) {
+      bufs.push(b);
+      storage.push(b);
+    }
     recording?.launches.push({ program, bufs });
     const seconds = program.run(bufs, [], DEBUG.value >= 2);
     if (DEBUG.value >= 2) {
@@ -105,11 +127,11 @@ function runPlan(
         `${display}${pad} ${(seconds * 1e6).toFixed(1).padStart(9)} us ${rate(flops)} GFLOP/s ${rate(step.bytes)} GB/s`,
       );
     }
-  });
+  }
   // recorded launches go on using the intermediate storage and the constants' buffers; else they are freed
-  if (recording === undefined) for (const b of storage) b?.free();
-  else for (const b of [...inputs, ...outBuffers.values()]) recording.buffers.add(b);
-  const results = plan.outputs.map((i) => outBuffers.get(i) ?? inputs[i]!);
+  if (recording === undefined) for (let i = 0; i < storage.length; i++) storage[i]?.free();
+  else for (const b of nodes) if (b !== undefined) recording.buffers.add(b);
+  const results = plan.outputs.map((i) => nodes[i]!);
   for (const b of results) recording?.written.add(b);
   return results;
 }
@@ -144,13 +166,14 @@ function realizeCall(call: UOp, device: string): UOp[] {
 export function realize(tensors: readonly Realizable[]): ReadonlySet<UOp> {
   const pending = tensors.filter((t) => t.uop.op !== Ops.BUFFER);
   if (pending.length === 0) return new Set();
-  const devices = new Set(pending.map((t) => t.device));
-  if (devices.size > 1)
+  const device = pending[0]!.device;
+  if (pending.some((t) => t.device !== device)) {
+    const devices = new Set(pending.map((t) => t.device));
     throw new Error(
       `realize: tensors on several devices (${[...devices].join(', ')}); realize each device's tensors apart`,
     );
-  const device = pending[0]!.device;
-  const t0 = performance.now();
+  }
+  const t0 = DEBUG.value >= 1 ? performance.now() : 0;
   const { body, inputs, values } = toFunction(
     pending.map((t) => t.uop),
     (call) => realizeCall(call, device),
@@ -168,8 +191,10 @@ export function realize(tensors: readonly Realizable[]): ReadonlySet<UOp> {
   pending.forEach((t, i) => {
     t.uop = outputs[i]!;
   });
-  const read = new Set(inputs);
-  return new Set(outputs.filter((b) => !read.has(b)));
+  // a result in the table after the inputs is a buffer this realize made, not an input seen through a view
+  const created = new Set<UOp>();
+  for (let i = 0; i < outputs.length; i++) if (plan.outputs[i]! >= plan.inputs) created.add(outputs[i]!);
+  return created;
 }
 
 /**

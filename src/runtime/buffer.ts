@@ -1,5 +1,5 @@
 // DeviceBuffer: `size` elements of a dtype in one device's memory, allocated on first use.
-import { allocStorage, type DType, type StorageArray, storageView } from '../dtype.ts';
+import { allocStorage, checkStorage, type DType, type StorageArray, storageView } from '../dtype.ts';
 import { type Allocator, HostAllocator } from './allocator.ts';
 import type { Backend } from './backend.ts';
 import { Device } from './device.ts';
@@ -34,7 +34,7 @@ export class DeviceBuffer {
     if (!Number.isSafeInteger(size) || size < 0)
       throw new Error(`DeviceBuffer on ${this.device}: size must be a non-negative integer, got ${size}`);
     try {
-      allocStorage(dtype, 0);
+      checkStorage(dtype);
     } catch (e) {
       throw new Error(`DeviceBuffer on ${this.device}: ${(e as Error).message}`);
     }

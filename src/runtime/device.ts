@@ -38,6 +38,8 @@ export class Device {
 
   /** The canonical form of a device name: the kind in capitals, an index only when not 0 (`cpu:0` is `CPU`). */
   static canonicalize(name: string): string {
+    // every op's tensor asks: an open device's canonical name is itself
+    if (opened.get(name)?.name === name) return name;
     const m = /^([A-Za-z]+)(?::(\d+))?$/.exec(name.trim());
     const kind = m?.[1]?.toUpperCase() ?? '';
     if (m === null || !factories.has(kind)) {

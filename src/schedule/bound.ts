@@ -130,7 +130,7 @@ function realizeCuts(sink: UOp, cut: ReadonlySet<UOp>): UOp {
     let src: UOp[] | undefined;
     for (let i = 0; i < u.src.length; i++) {
       const s = rebuilt.get(u.src[i]!)!;
-      if (s !== u.src[i] && src === undefined) src = u.src.slice(0, i);
+      if (s !== u.src[i] && src === undefined) src = u.srcHead(i);
       src?.push(s);
     }
     const v = src === undefined ? u : u.withSrc(src);

@@ -12,6 +12,8 @@ export interface Callified {
   inputs: UOp[];
   /** The value of each placeholder, by its number. */
   values: ConstValue[];
+  /** Whether the graph calls functions (FUNCTION, CALL): it must be resolved first (schedule/resolve.ts). */
+  calls: boolean;
 }
 
 const isValueDType = (d: DType) =>
@@ -44,26 +46,30 @@ export function callify(roots: readonly UOp[]): Callified {
   const sink = UOp.sink(...roots);
   const inputs: UOp[] = [];
   const values: ConstValue[] = [];
+  // the nodes that change (most of a graph's are its shapes' and stay): the others map to themselves
   const out = new Map<UOp, UOp>();
+  let calls = false;
   for (const u of sink.toposort()) {
+    if (u.op === Ops.FUNCTION || u.op === Ops.CALL) calls = true;
     if (u.op === Ops.BUFFER) {
       const { dtype, device } = u.argOf(Ops.BUFFER);
-      out.set(u, UOp.param(inputs.length, dtype, u.shape!, device));
+      // the buffer's own shape vector: UOp.param would build it again from the shape
+      out.set(u, UOp.make(Ops.PARAM, u.src, { slot: inputs.length, dtype, device }));
       inputs.push(u);
       continue;
     }
     let src: UOp[] | undefined;
     for (let i = 0; i < u.src.length; i++) {
       const s = u.src[i]!;
-      let r = out.get(s)!;
+      let r = out.get(s) ?? s;
       if (s.op === Ops.CONST && isValueDType(s.dtype) && isValueUse(u, i)) {
         r = placeholder(values.length, s.dtype);
         values.push(s.constValue);
       }
-      if (r !== s && src === undefined) src = u.src.slice(0, i);
+      if (r !== s && src === undefined) src = u.srcHead(i);
       src?.push(r);
     }
-    out.set(u, src === undefined ? u : u.withSrc(src));
+    if (src !== undefined) out.set(u, u.withSrc(src));
   }
-  return { body: out.get(sink)!, inputs, values };
+  return { body: out.get(sink) ?? sink, inputs, values, calls };
 }

@@ -16,7 +16,9 @@ import { splitReduces } from './split.ts';
 
 /** Resolve functions, then callify: the roots as one stateless function over their input buffers. */
 export function toFunction(roots: readonly UOp[], lowerCall: LowerCall): Callified {
-  return callify(resolveFunctions(roots, lowerCall));
+  // most graphs call no function: callify's walk finds out, and only a graph that does is walked again
+  const f = callify(roots);
+  return f.calls ? callify(resolveFunctions(roots, lowerCall)) : f;
 }
 
 /**

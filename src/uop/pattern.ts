@@ -483,7 +483,7 @@ export function substitute(root: UOp, map: ReadonlyMap<UOp, UOp>): UOp {
     let src: UOp[] | undefined;
     for (let i = 0; i < u.src.length; i++) {
       const s = out.get(u.src[i]!)!;
-      if (s !== u.src[i] && src === undefined) src = u.src.slice(0, i);
+      if (s !== u.src[i] && src === undefined) src = u.srcHead(i);
       src?.push(s);
     }
     out.set(u, src === undefined ? u : u.withSrc(src));

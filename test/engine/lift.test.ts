@@ -44,6 +44,15 @@ describe('changing JS numbers', () => {
       expect(n).toBeLessThanOrEqual(2);
     });
 
+    it(`a constant back at its first value runs the baked program, -0 told from 0, on ${device}`, () => {
+      const text = (v: number | bigint) => (Object.is(v, -0) ? '-0' : String(v));
+      const n = compilesIn(() => {
+        for (const k of [0, 2, 0, -0, 0, 2, -0, 0])
+          expect([...x.mul(k).dataSync()].map(text)).toEqual(xs.map((v) => text(f32(v * k))));
+      });
+      expect(n).toBeLessThanOrEqual(2);
+    });
+
     it(`x.add(i * 0.1) over 1000 steps compiles at most twice on ${device}`, () => {
       const n = compilesIn(() => {
         for (let i = 0; i < 1000; i++) {

@@ -39,6 +39,40 @@ describe('hash-consing', () => {
     expect(b.replace({ arg: b.arg })).toBe(b);
   });
 
+  it('BUFFER and PARAM args key by every field, in any order, an undefined field as an absent one', () => {
+    const shape = UOp.shapeVec([4]);
+    const p = UOp.make(Ops.PARAM, [shape], { slot: 0, dtype: float32, device: 'CPU' });
+    expect(
+      UOp.make(Ops.PARAM, [shape], { device: 'CPU', dtype: float32, slot: 0, addrspace: undefined }),
+    ).toBe(p);
+    expect(UOp.param(0, float32, [4], 'CPU')).toBe(p);
+    const others = [
+      UOp.make(Ops.PARAM, [shape], { slot: 1, dtype: float32, device: 'CPU' }),
+      UOp.make(Ops.PARAM, [shape], { slot: '0', dtype: float32, device: 'CPU' }),
+      UOp.make(Ops.PARAM, [shape], { slot: 0, dtype: int32, device: 'CPU' }),
+      UOp.make(Ops.PARAM, [shape], { slot: 0, dtype: float32, device: 'JS' }),
+      UOp.make(Ops.PARAM, [shape], { slot: 0, dtype: float32 }),
+      UOp.make(Ops.PARAM, [shape], { slot: 0, dtype: float32, device: 'CPU', addrspace: AddrSpace.LOCAL }),
+    ];
+    expect(new Set([p, ...others]).size).toBe(others.length + 1);
+    expect(new Set([p, ...others].map((u) => u.key)).size).toBe(others.length + 1);
+    const b = UOp.buffer(3, float32, [4], 'CPU');
+    const arg = { addrspace: AddrSpace.GLOBAL, device: 'CPU', dtype: float32, slot: 3 };
+    expect(UOp.make(Ops.BUFFER, [shape], arg)).toBe(b);
+    expect(UOp.buffer(3, float32, [4], ['CPU', 'JS'])).not.toBe(b);
+  });
+
+  it('a node rebuilt with other sources or tag keeps its arg: equal to the node made from scratch', () => {
+    const b = buf([2, 3]);
+    const d = UOp.buffer(1, float32, [2, 3]);
+    const r = b.reduce(Ops.ADD, [1]);
+    expect(r.withSrc([d])).toBe(d.reduce(Ops.ADD, [1]));
+    expect(r.replace({ src: [d] })).toBe(d.reduce(Ops.ADD, [1]));
+    expect(r.withTag(7)).toBe(UOp.make(Ops.REDUCE, [b], { op: Ops.ADD, axes: [1] }, 7));
+    expect(r.replace({ arg: { op: Ops.MAX, axes: [1] } })).toBe(b.reduce(Ops.MAX, [1]));
+    expect(c(int32, 1).replace({ tag: 2 }).key).not.toBe(c(int32, 1).key);
+  });
+
   it('a different op, arg, dtype, tag or source order gives a different node', () => {
     const b = buf([2, 2]);
     const d = UOp.buffer(1, float32, [2, 2]);
