@@ -145,14 +145,15 @@ export const loweringStore: {
  * render observer (it gets the linear program, which is not stored).
  */
 function lowerOrRead(ast: UOp, device: string, backend: Backend): Lowered {
-  const language = backend.language();
-  if (DEBUG.value >= 3 || (language !== undefined && renderObservers.has(language)))
-    return lower(ast, device, backend);
+  // first: a device without a renderer is refused even where a kernel was stored when it had one
+  const { render } = rendererOf(device, backend);
+  const language = backend.language()!;
+  if (DEBUG.value >= 3 || renderObservers.has(language)) return lower(ast, device, backend);
   const settings = [...ContextVar.registry].flatMap(([name, v]) =>
     name === 'DEBUG' ? [] : [[name, v.value]],
   );
   const key = sha256(
-    JSON.stringify([ast.key, backend.language(), targetOf(backend), [...backend.lacks()], settings]),
+    JSON.stringify([ast.key, language, renderKey(render), targetOf(backend), [...backend.lacks()], settings]),
   );
   const text = loweringStore.read(key);
   if (text !== undefined) return JSON.parse(text) as Lowered;
@@ -161,8 +162,8 @@ function lowerOrRead(ast: UOp, device: string, backend: Backend): Lowered {
   return made;
 }
 
-/** A kernel lowered for its device and rendered (what DEBUG shows at 3 to 6 is printed here). */
-function lower(ast: UOp, device: string, backend: Backend): Lowered {
+/** The renderer of the device's kernel language; a device that runs no kernels, or has none registered, is refused. */
+function rendererOf(device: string, backend: Backend): { render: Renderer; readable?: Renderer } {
   const language = backend.language();
   if (language === undefined)
     throw new Error(
@@ -173,7 +174,20 @@ function lower(ast: UOp, device: string, backend: Backend): Lowered {
     throw new Error(
       `device ${device} compiles ${language}, for which no renderer is registered (registerRenderer); registered: ${[...RENDERERS.keys()].join(', ')}`,
     );
-  const { render, readable } = renderer;
+  return renderer;
+}
+
+const renderKeys = new WeakMap<Renderer, string>();
+/** What tells renderers apart in the stored kernels' keys: a hash of the function's source (one registered anew). */
+const renderKey = (render: Renderer) => {
+  let key = renderKeys.get(render);
+  if (key === undefined) renderKeys.set(render, (key = sha256(render.toString())));
+  return key;
+};
+
+/** A kernel lowered for its device and rendered (what DEBUG shows at 3 to 6 is printed here). */
+function lower(ast: UOp, device: string, backend: Backend): Lowered {
+  const { render, readable } = rendererOf(device, backend);
   const target = targetOf(backend);
   const lacks = backend.lacks();
   const searched =
@@ -182,7 +196,7 @@ function lower(ast: UOp, device: string, backend: Backend): Lowered {
       : undefined;
   const { name, linear, display, flops, opts } = lowerKernel(ast, { target, lacks, opts: searched });
   const source = render(name, linear);
-  renderObservers.get(language)?.(name, linear);
+  renderObservers.get(backend.language()!)?.(name, linear);
   if (DEBUG.value >= 5) console.log(toCode(ast));
   if (DEBUG.value >= 6) console.log(printLinear(linear));
   if (DEBUG.value >= 4) console.log(readable?.(name, linear) ?? source);
