@@ -9,8 +9,15 @@ import { CompilerRuns } from './compile-worker.ts';
 /** The C compiler command (words split on spaces, as make does); empty: gcc or clang (see findCompiler). */
 export const CC = new ContextVar<string>('CC', '');
 
+/**
+ * -O2, not -O3: what -O3 adds our kernels do not use (they carry their own vector types, and the optimizer
+ * unrolls what pays) but for the complete unrolling of short loops that gcc keeps with -fpeel-loops (GCC_FLAGS),
+ * and it costs compiler CPU (first-step units, min of 2 interleaved on the 2-core machine: MNIST CNN 2.32 s at
+ * -O3, 1.85 s at -O2 -fpeel-loops; MLP 1.30, 1.19; transformer 5.68, 5.32). -O1 contracts no multiply and add
+ * into an FMA, which changes results and slows matmuls.
+ */
 export const CFLAGS: readonly string[] = [
-  '-O3',
+  '-O2',
   '-march=native',
   '-shared',
   '-fPIC',
@@ -23,9 +30,11 @@ export const CFLAGS: readonly string[] = [
 ];
 /**
  * gcc 12's loop vectorizer miscompiles kernels with AVX2 and AVX-512 (test/runtime/cc.test.ts has two); our
- * kernels carry their own vector types where lanes pay, so only scalar loops lose it. clang has no such flag.
+ * kernels carry their own vector types where lanes pay, so only scalar loops lose it. -fpeel-loops unrolls short
+ * loops (3x3 and 5x5 windows) completely, as -O3 does: without it (1.42, 1.16, 4.96 s above) beautiful_mnist's
+ * small pooling and conv-gradient kernels ran 2-4x slower. clang has neither flag.
  */
-const GCC_FLAGS: readonly string[] = ['-fno-tree-loop-vectorize'];
+const GCC_FLAGS: readonly string[] = ['-fno-tree-loop-vectorize', '-fpeel-loops'];
 /**
  * float16 arithmetic computes in float and rounds to float16 after every op, as on hosts without native
  * halves (and as the JS device does), so a kernel's bits do not depend on the host. With AVX512-FP16 (Sapphire
