@@ -1,10 +1,10 @@
 // Stored operands (off GPUs): costly math that a sum of products reads many times is stored once instead of
 // computed again for every output it is multiplied into, and a product that would gather its operand reads a
 // copy in the layout its register tile takes vectors from.
-import { dtypes } from '../dtype.ts';
+import { type ConstValue, dtypes } from '../dtype.ts';
+import { execAlu } from '../uop/alu.ts';
 import { ALU, AxisType, GroupOp, Ops } from '../uop/ops.ts';
-import { graphRewrite, substitute } from '../uop/pattern.ts';
-import { symbolic } from '../uop/symbolic.ts';
+import { substitute } from '../uop/pattern.ts';
 import { UOp } from '../uop/uop.ts';
 import { KernelBuilder, newBuffer } from './rangeify.ts';
 
@@ -44,13 +44,25 @@ function cost(v: UOp): number {
   return n;
 }
 
-/** The constant an index expression folds to once every range in it is given a value. */
-function evaluate(idx: UOp, values: ReadonlyMap<UOp, UOp>): number | undefined {
-  const folded = graphRewrite(substitute(idx, values), symbolic, {
-    name: 'probe an address',
-    ctx: undefined,
-  });
-  return folded.op === Ops.CONST ? Number(folded.constValue) : undefined;
+/**
+ * The value of an index expression with every range in it given a value, computed node by node as constant
+ * folding would (src/uop/alu.ts); undefined where a node is not plain arithmetic on constants and ranges.
+ */
+function evaluate(idx: UOp, values: ReadonlyMap<UOp, number>): number | undefined {
+  const known = new Map<UOp, ConstValue | undefined>();
+  for (const u of idx.toposort()) {
+    let v: ConstValue | undefined;
+    if (u.op === Ops.CONST) v = u.constValue;
+    else if (u.op === Ops.RANGE) v = values.get(u);
+    else if (ALU.has(u.op) && u.dtype.count === 1) {
+      const vals = u.src.map((x) => known.get(x));
+      if (vals.every((x) => x !== undefined))
+        v = execAlu(u.op, u.src[u.op === Ops.WHERE ? 1 : 0]!.dtype, vals as ConstValue[], u.dtype);
+    }
+    known.set(u, v);
+  }
+  const out = known.get(idx);
+  return typeof out === 'number' ? out : undefined;
 }
 
 /**
@@ -73,17 +85,18 @@ function laneAxis(m: UOp, side: number, reduced: readonly number[], v: UOp): num
   if (load === undefined || typeof v.shape!.at(-1) !== 'number') return undefined;
   const address = addressOf(load);
   const other = lowered[1 - side]!.toposort();
-  const zero = UOp.const(dtypes.index, 0);
   // every range at 0 but r at 1 (the ranges of a reduce inside a side too)
   const at = (a: UOp, r?: UOp) =>
     new Map(
       a
         .toposort()
         .filter((l) => l.op === Ops.RANGE)
-        .map((l) => [l, l === r ? zero.add(1) : zero]),
+        .map((l) => [l, l === r ? 1 : 0]),
     );
+  const origins = new Map<UOp, number | undefined>();
   const step = (a: UOp, r: UOp) => {
-    const [from, to] = [evaluate(a, at(a)), evaluate(a, at(a, r))];
+    if (!origins.has(a)) origins.set(a, evaluate(a, at(a)));
+    const [from, to] = [origins.get(a), evaluate(a, at(a, r))];
     return from === undefined || to === undefined ? undefined : to - from;
   };
   // none where the other side has vectors already: an output axis only it reads, contiguously
