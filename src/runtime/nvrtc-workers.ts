@@ -134,7 +134,7 @@ export class NvrtcBatch {
       try {
         return new Uint8Array(readFileSync(out));
       } catch {
-        let why = `no result within ${BATCH_SECONDS} s (a compiler thread failed)`;
+        let why = `no result: its compiler process ended (its message is on stderr) or took over ${BATCH_SECONDS} s`;
         try {
           why = readFileSync(`${out}.err`, 'utf8');
         } catch {}
