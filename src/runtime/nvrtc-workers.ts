@@ -51,21 +51,31 @@ process.on('message', ({ name, source, options, out }) => {
 `;
 
 // The worker thread, as CommonJS source: it keeps one compiler process busy and counts its kernels up in the
-// shared counter the main thread waits on (a process that dies counts its kernels as done: their files are
-// missing, which the main thread reports).
+// shared counter the main thread waits on. A process that ends (a crash, a library that does not load) fails
+// the kernels it holds and every later one with the error it printed.
 const WORKER = `
 const { parentPort, workerData } = require('node:worker_threads');
 const { spawn } = require('node:child_process');
+const { writeFileSync } = require('node:fs');
 const child = spawn(workerData.node, ['-e', workerData.compiler, workerData.koffi, workerData.nvrtc], {
-  stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+  stdio: ['ignore', 'inherit', 'pipe', 'ipc'],
 });
+let stderr = '';
+child.stderr.on('data', (d) => { stderr += d; });
+let ended;
 const queued = [];
 const count = (done) => { Atomics.add(done, 0, 1); Atomics.notify(done, 0); };
-child.on('message', () => count(queued.shift()));
-child.on('exit', () => { while (queued.length) count(queued.shift()); });
+const fail = ({ out, done }) => { writeFileSync(out + '.err', ended); count(done); };
+child.on('message', () => count(queued.shift().done));
+child.on('close', (code, signal) => {
+  const lines = stderr.trim().split('\\n');
+  const why = lines.filter((l) => /Error/.test(l)).pop() ?? lines.pop();
+  ended = 'its compiler process ended (' + (signal ?? 'exit code ' + code) + ')' + (why ? ': ' + why.trim() : '');
+  for (const job of queued.splice(0)) fail(job);
+});
 parentPort.on('message', ({ done, ...job }) => {
-  if (child.exitCode !== null || child.signalCode !== null) return count(done);
-  queued.push(done);
+  if (ended !== undefined) return fail({ out: job.out, done });
+  queued.push({ out: job.out, done });
   child.send(job);
 });
 `;
@@ -134,7 +144,7 @@ export class NvrtcBatch {
       try {
         return new Uint8Array(readFileSync(out));
       } catch {
-        let why = `no result: its compiler process ended (its message is on stderr) or took over ${BATCH_SECONDS} s`;
+        let why = `no result within ${BATCH_SECONDS} s`;
         try {
           why = readFileSync(`${out}.err`, 'utf8');
         } catch {}
