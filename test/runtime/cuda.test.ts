@@ -1,8 +1,5 @@
 // The CUDA device where there is no GPU (CI): a clear error naming what is missing, and the default device
 // falls back. On a GPU machine the Tensor suite runs on it instead (TEST_DEVICES=CUDA, npm run test:gpu).
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { lowerKernel } from '../../src/codegen/index.ts';
 import { CPU_TARGET } from '../../src/codegen/opt/opts.ts';
@@ -11,33 +8,9 @@ import { Context } from '../../src/helpers.ts';
 import { renderCUDA } from '../../src/renderer/c.ts';
 import { cudaProblem } from '../../src/runtime/cuda.ts';
 import { Device } from '../../src/runtime/device.ts';
-import { NvrtcBatch } from '../../src/runtime/nvrtc-workers.ts';
 import { Tensor } from '../../src/tensor/index.ts';
 
 const problem = cudaProblem();
-
-describe('NVRTC compiler processes', () => {
-  it('report kernels as failed, without waiting, when their process ends (here: no such library)', () => {
-    const dir = mkdtempSync(join(tmpdir(), 'tsgrad-nvrtc-test-'));
-    try {
-      const batch = new NvrtcBatch(join(dir, 'no-libnvrtc.so'));
-      for (const name of ['a', 'b', 'c'])
-        batch.add({ name, source: '', options: [], out: join(dir, `${name}.cubin`) });
-      const results = batch.results();
-      expect(results).toHaveLength(3);
-      for (const [i, r] of results.entries()) {
-        expect(r).toBeInstanceOf(Error);
-        expect((r as Error).message).toMatch(
-          new RegExp(
-            `kernel ${'abc'[i]}: its compiler process ended \\(exit code 1\\): Error: .*shared library`,
-          ),
-        );
-      }
-    } finally {
-      rmSync(dir, { recursive: true, force: true });
-    }
-  }, 30_000);
-});
 
 describe('CUDA device', () => {
   it.skipIf(problem === undefined)(
