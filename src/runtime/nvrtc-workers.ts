@@ -101,7 +101,7 @@ function workers(nvrtc: string): Worker[] {
   return pool;
 }
 
-/** How long one batch may take before its missing kernels are reported as failed (a worker that died). */
+/** How long one batch may take before its missing kernels are reported as failed (a compiler that hangs). */
 const BATCH_SECONDS = 600;
 
 interface Job {
@@ -113,8 +113,8 @@ interface Job {
 }
 
 /**
- * Kernels compiled by NVRTC (the library at `nvrtc`) on worker threads as they are added: the caller goes on
- * lowering the next kernel while the threads compile the ones before. `results` waits for all of them.
+ * Kernels compiled by NVRTC (the library at `nvrtc`) in the compiler processes as they are added: the caller
+ * goes on lowering the next kernel while they compile the ones before. `results` waits for all of them.
  */
 export class NvrtcBatch {
   private readonly jobs: Job[] = [];
