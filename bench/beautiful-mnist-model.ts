@@ -1,5 +1,6 @@
-// tinygrad's examples/beautiful_mnist.py model written with tsgrad (bench/beautiful_mnist.ts, bench/train.ts).
-import { BatchNorm, Conv2d, Linear, type Tensor } from '../src/index.ts';
+// tinygrad's examples/beautiful_mnist.py model written with tsgrad (bench/beautiful_mnist.ts, bench/train.ts,
+// bench/steps_gpu.ts), and its training step.
+import { Adam, BatchNorm, Conv2d, getParameters, Linear, Tensor } from '../src/index.ts';
 
 export class Model {
   layers = [
@@ -27,3 +28,28 @@ export const runningStats = (model: Model): Tensor[] =>
       ? [l.runningMean, l.runningVar, l.numBatchesTracked].filter((t): t is Tensor => t !== undefined)
       : [],
   );
+
+/**
+ * A new model and its training step with Adam (as beautiful_mnist.py): the images and labels at `samples` picked
+ * from the training set on the device, the loss realized with the parameters and running statistics.
+ */
+export function trainStep(
+  trainX: Tensor,
+  trainY: Tensor,
+): { model: Model; step: (samples: Tensor) => Tensor } {
+  const model = new Model();
+  const opt = new Adam(getParameters(model.layers));
+  const stats = runningStats(model);
+  const step = (samples: Tensor) => {
+    Tensor.training = true;
+    opt.zeroGrad();
+    const loss = model
+      .forward(trainX.indexSelect(0, samples))
+      .sparseCategoricalCrossentropy(trainY.indexSelect(0, samples));
+    loss.backward();
+    opt.step(loss, ...stats);
+    Tensor.training = false;
+    return loss;
+  };
+  return { model, step };
+}

@@ -7,7 +7,7 @@ import { spawnSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { stripVTControlCharacters } from 'node:util';
 import { Adam, Context, Device, getParameters, jit, Linear, type Tensor as T, Tensor } from '../src/index.ts';
-import { Model, runningStats } from './beautiful-mnist-model.ts';
+import { trainStep } from './beautiful-mnist-model.ts';
 
 const device = process.argv[2] ?? 'CUDA';
 const STEPS = Number(process.argv[3] ?? 20);
@@ -27,22 +27,9 @@ function mnist(): Workload {
   Tensor.manualSeed(0);
   const trainX = Tensor.rand([60000, 1, 28, 28]).realize();
   const trainY = Tensor.randint([60000], 0, 10).realize();
-  const model = new Model();
-  const opt = new Adam(getParameters(model));
-  const stats = runningStats(model);
   return {
     title: 'beautiful_mnist step (batch 512)',
-    step: (samples) => {
-      Tensor.training = true;
-      opt.zeroGrad();
-      const loss = model
-        .forward(trainX.indexSelect(0, samples))
-        .sparseCategoricalCrossentropy(trainY.indexSelect(0, samples));
-      loss.backward();
-      opt.step(loss, ...stats);
-      Tensor.training = false;
-      return loss;
-    },
+    step: trainStep(trainX, trainY).step,
     samples: () => Tensor.randint([BATCH], 0, 60000),
   };
 }

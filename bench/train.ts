@@ -6,8 +6,8 @@
 // (bench/beautiful_mnist.ts runs all 70 on MNIST and reports the accuracy).
 // Usage: TINYGRAD_PATH=/work/tinygrad npm run bench:train [-- mnist-steps mlp-steps]
 import { execFileSync } from 'node:child_process';
-import { Adam, Context, Device, getParameters, jit, Linear, Tensor } from '../src/index.ts';
-import { Model, runningStats } from './beautiful-mnist-model.ts';
+import { Context, Device, getParameters, jit, Linear, Tensor } from '../src/index.ts';
+import { trainStep } from './beautiful-mnist-model.ts';
 
 const MNIST_STEPS = Number(process.argv[2] ?? 4);
 const MLP_STEPS = Number(process.argv[3] ?? 50);
@@ -92,19 +92,7 @@ function beautifulMnist() {
   Tensor.manualSeed(0);
   const trainX = Tensor.rand([60000, 1, 28, 28]).mul(255).realize();
   const trainY = Tensor.randint([60000], 0, 10).realize();
-  const model = new Model();
-  const opt = new Adam(getParameters(model.layers));
-  const step = (samples: Tensor) => {
-    Tensor.training = true;
-    opt.zeroGrad();
-    const loss = model
-      .forward(trainX.indexSelect(0, samples))
-      .sparseCategoricalCrossentropy(trainY.indexSelect(0, samples));
-    loss.backward();
-    opt.step(loss, ...runningStats(model));
-    Tensor.training = false;
-    return loss;
-  };
+  const { step } = trainStep(trainX, trainY);
   const jitted = jit(step);
   const samples = () => Tensor.randint([512], 0, 60000).realize();
   for (let i = 0; i < 3; i++) jitted(samples()).item();
