@@ -4,6 +4,7 @@
 import type { TensorCore } from '../../runtime/tensor-cores.ts';
 import { AxisType, axisLetter } from '../../uop/ops.ts';
 import type { UOp } from '../../uop/uop.ts';
+import { groupShareBytes } from '../grid.ts';
 import { constSize, kernelRanges, padAxis, rangeArg, splitAxis, swapAxes } from './axes.ts';
 import { applyStage, type StagePlan, stagePlan } from './stage.ts';
 import { applyTensorCore, matchTensorCore, TC_PADS, tileProblem } from './tc.ts';
@@ -307,6 +308,14 @@ export function applyOpts(ast: UOp, opts: readonly Opt[], target: Target = CPU_T
     if (why !== undefined)
       throw new Error(`opt ${printOpt(o)} is illegal: ${why}; kernel axes: ${describeAxes(ranges)}`);
     if (o.op === 'NOLOCALS') noLocals = true;
-    return apply(k, o, target);
+    const next = apply(k, o, target);
+    // a split of a LOCAL, UPCAST or GROUP_REDUCE axis multiplies the slots GROUP_REDUCE shares take
+    const local = target.grid?.localBytes;
+    const shares = local === undefined || o.op !== 'SPLIT' ? 0 : groupShareBytes(next);
+    if (shares > local!)
+      throw new Error(
+        `opt ${printOpt(o)} is illegal: its GROUP_REDUCE shares take ${shares} bytes of local memory, more than the target's ${local}; kernel axes: ${describeAxes(kernelRanges(next))}`,
+      );
+    return next;
   }, ast);
 }
