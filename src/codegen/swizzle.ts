@@ -3,7 +3,7 @@
 // plain row-major addresses); the swizzle maps 16-byte chunks to 16-byte chunks, so that a vector inside one
 // chunk, and a matrix load's row, stay whole.
 import { AddrSpace } from '../dtype.ts';
-import { Ops, type Swizzle } from '../uop/ops.ts';
+import { Ops, opName, type Swizzle } from '../uop/ops.ts';
 import { graphRewrite, PatternMatcher, UPat } from '../uop/pattern.ts';
 import { UOp } from '../uop/uop.ts';
 import { affine } from './affine.ts';
@@ -47,7 +47,7 @@ function swizzled(index: UOp, s: Swizzle): UOp {
   const [first, lanes] = at.op === Ops.ADD ? (at.src as [UOp, UOp]) : [undefined, undefined];
   if (first === undefined || !isLanes(lanes!) || first.isVector || lanes!.lanes > s.chunk)
     throw new Error(
-      `swizzle: a vector address into a swizzled LOCAL buffer must be x + [0..n) with n <= ${s.chunk}, got ${at.op}`,
+      `swizzle: a vector address into a swizzled LOCAL buffer must be x + [0..n) with n <= ${s.chunk}, got ${opName(at.op)}`,
     );
   return index.withSrc([buf, UOp.make(Ops.ADD, [place(first, s), lanes!]), ...rest]);
 }

@@ -28,7 +28,7 @@ export type Opt =
    * The loads over reduce axis `axis` read tiles the workgroup copies into LOCAL memory each iteration
    * (src/codegen/opt/stage.ts). The last opt: it tiles by the workgroup the opts before it made. `depth` >= 1
    * copies asynchronously, that many iterations ahead (on targets with asyncCopies); 0 or none: synchronously.
-   * `swizzle` lays tiles out unpadded and XOR-swizzled where their rows are a power of two of 16-byte chunks.
+   * `swizzle` lays 16-bit tiles out unpadded and XOR-swizzled where their rows are a power of two of 16-byte chunks.
    */
   | { op: 'STAGE'; axis: number; depth?: number; swizzle?: boolean };
 

@@ -8,8 +8,8 @@
 // BARRIER that follows the last reads of it. SIMT checks both in CI (test/codegen/stage.test.ts). With a depth,
 // the copies are asynchronous (cp.async) and run that many iterations ahead through more buffers (applyStage).
 // Tile rows are padded by 16 bytes, so that the rows a warp reads together start in different banks; or, where
-// asked (`swizzle`) and a row is a power of two of 16-byte chunks, unpadded and XOR-swizzled (ParamArg.swizzle),
-// which also spreads a warp's copies of short rows (a 64-byte row of A's K) over all banks.
+// asked (`swizzle`) and a row of 16-bit elements is a power of two of 16-byte chunks, unpadded and XOR-swizzled
+// (ParamArg.swizzle), which also spreads a warp's copies of short rows (a 64-byte row of A's K) over all banks.
 import { AddrSpace, dtypes } from '../../dtype.ts';
 import { AxisType, Ops, type Swizzle } from '../../uop/ops.ts';
 import { substitute } from '../../uop/pattern.ts';
@@ -183,8 +183,11 @@ function tileOf(
   if (base.vmax + last > reach) return 'its tile reaches beyond the elements the loads read';
   const chunk = COPY_BYTES / itemsize;
   const chunks = rect.cols / chunk;
+  // tensor-core operands (16-bit), whose reads are matrix rows or element pairs inside a chunk: wider float32
+  // vectors would span chunks that the swizzle moves apart
   const rowsApart = rect.stride !== Number.POSITIVE_INFINITY;
-  if (swizzle && !pairs && rowsApart && Number.isInteger(chunks) && (chunks & (chunks - 1)) === 0) {
+  const swizzles = swizzle && itemsize === 2 && !pairs && rowsApart && (chunks & (chunks - 1)) === 0;
+  if (swizzles && Number.isInteger(chunks)) {
     // 8 consecutive lines of at least 8 chunks (short rows: several a line) each put a chunk in another bank group
     const layout = { row: Math.max(rect.cols, 8 * chunk), chunk };
     return { buffer, base, ...rect, pitch: rect.cols, vector, pairs, swizzle: layout, addresses };
