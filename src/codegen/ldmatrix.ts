@@ -115,8 +115,6 @@ function matrixLoad(stack: UOp): UOp | undefined {
 /** Each fragment's matrix load (or the fragment), as many WMMAs share one. */
 type Seen = Map<UOp, UOp>;
 
-const isFragment = (s: UOp) => s.op === Ops.STACK;
-
 /** Lanes `from` .. `from + n - 1` of a vector value, as a fragment. */
 const lanesOf = (v: UOp, from: number, n: number) =>
   UOp.make(
@@ -135,7 +133,7 @@ function fragmentLoads(k: UOp): Seen {
   for (const w of k.toposort())
     if (w.op === Ops.WMMA)
       for (const s of w.src.slice(0, 2))
-        if (isFragment(s) && !seen.has(s)) {
+        if (s.op === Ops.STACK && !seen.has(s)) {
           const load = matrixLoad(s);
           seen.set(s, load ?? s);
           if (load !== undefined && s.src.length === 4) pairable.push(s);

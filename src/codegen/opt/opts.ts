@@ -86,8 +86,10 @@ export function printOpt(o: Opt): string {
       return 'NOLOCALS';
     case 'TC':
       return `TC(${o.axis},${o.tc},${o.opt},${o.mode})`;
-    case 'STAGE':
-      return `STAGE(${[o.axis, ...(o.depth || o.swizzle ? [o.depth ?? 0] : []), ...(o.swizzle ? ['swizzle'] : [])].join(',')})`;
+    case 'STAGE': {
+      const depth = o.depth || o.swizzle ? [o.depth ?? 0] : [];
+      return `STAGE(${[o.axis, ...depth, ...(o.swizzle ? ['swizzle'] : [])].join(',')})`;
+    }
   }
 }
 

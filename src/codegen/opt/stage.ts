@@ -185,9 +185,8 @@ function tileOf(
   const chunks = rect.cols / chunk;
   // tensor-core operands (16-bit), whose reads are matrix rows or element pairs inside a chunk: wider float32
   // vectors would span chunks that the swizzle moves apart
-  const rowsApart = rect.stride !== Number.POSITIVE_INFINITY;
-  const swizzles = swizzle && itemsize === 2 && !pairs && rowsApart && (chunks & (chunks - 1)) === 0;
-  if (swizzles && Number.isInteger(chunks)) {
+  const powerOfTwo = Number.isInteger(chunks) && (chunks & (chunks - 1)) === 0;
+  if (swizzle && itemsize === 2 && !pairs && rect.stride !== Number.POSITIVE_INFINITY && powerOfTwo) {
     // 8 consecutive lines of at least 8 chunks (short rows: several a line) each put a chunk in another bank group
     const layout = { row: Math.max(rect.cols, 8 * chunk), chunk };
     return { buffer, base, ...rect, pitch: rect.cols, vector, pairs, swizzle: layout, addresses };
