@@ -26,7 +26,8 @@ const TC: Opt = { op: 'TC', axis: 2, tc: -1, opt: 0, mode: 1 };
  * 4 x 8 WMMAs (one LDS a WMMA where 4 x 4 has 1.5; 206 registers); `block128` is 128 x 128 with 8 warps of
  * 4 x 4; `block128w64` 128 x 128 with 4 warps of 4 x 8; `block128x256` 128 x 256 with 8 warps of 4 x 8. Float32: `f32stage` is the default plus K by 8, staged.
  * A suffix `.aD` (`default.a1`, `block128w64.a2`) copies the tiles asynchronously, D iterations ahead (cp.async);
- * `.k16` drops the UNROLL of K first (16 a tile, so that deeper pipelines fit in 48 KB).
+ * `.k16` drops the UNROLL of K first (16 a tile, so that deeper pipelines fit in 48 KB); `.swz` swizzles the
+ * tiles, `.pad` pads them instead (the default's big blocks swizzle).
  */
 const VARIANTS: Record<string, Opt[]> = {
   direct: [TC, split(1, 4, 'UPCAST'), split(0, 4, 'UPCAST'), split(2, 4, 'LOCAL')],
@@ -94,7 +95,7 @@ const bufs = [0, 1, 2].map((i) => {
   return i === 0 ? b : b.copyin(inputs[i - 1]!);
 });
 
-/** A variant's opts with its suffixes: `.k16` without the UNROLL, `.aD` staged D iterations ahead. */
+/** A variant's opts with its suffixes: `.k16` without the UNROLL, `.aD` staged D iterations ahead, `.swz`/`.pad`. */
 function variant(list: string): readonly Opt[] {
   const [name, ...suffixes] = list.split('.');
   let opts = name === 'default' ? lowerKernel(k.ast, { target }).opts : VARIANTS[name!]!;
@@ -106,7 +107,8 @@ function variant(list: string): readonly Opt[] {
         (o) => o.op === 'SPLIT' && o.target === 'UNROLL' && o.axis === stage.axis,
       );
       opts = [...opts.slice(0, unroll), ...opts.slice(unroll + 1)];
-    } else opts = [...opts.slice(0, -1), { ...stage, depth: Number(s.slice(1)) }];
+    } else if (s === 'swz' || s === 'pad') opts = [...opts.slice(0, -1), { ...stage, swizzle: s === 'swz' }];
+    else opts = [...opts.slice(0, -1), { ...stage, depth: Number(s.slice(1)) }];
   }
   return opts;
 }
