@@ -139,8 +139,8 @@ function laneAxis(m: UOp, side: number, reduced: readonly number[], v: UOp): num
  * are plain loads that the CPU's register tiles reuse; where the sum's vector axis is not the stored
  * value's innermost (a conv's weight gradient wants the output channels, NCHW has them outside), that sum
  * reads a copy with the axis moved innermost. GPUs store too, with no copies (their threads coalesce along
- * other axes): beautiful_mnist's 5x5 input gradient by windows, which computed the gradient once for 4 x 5
- * products and loaded a weight for each, 1.66 -> 1.17 ms on an H200.
+ * other axes): beautiful_mnist's 5x5 input gradient by windows, which computed the gradient (20 ops) once for
+ * 4 x 5 products, 1.65 -> 1.17 ms on an H200; its weight gradient 1.86 -> 1.72 (bench/steps_gpu.ts, one call).
  */
 export function storeOperands(sink: UOp, gpu: boolean): UOp {
   const stored = new Set<UOp>();

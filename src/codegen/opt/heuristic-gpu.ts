@@ -273,7 +273,7 @@ const THREAD_SUMS = 64;
  * axis and the innermost window axis whole in a thread compute it once for all (and, within THREAD_SUMS, GPU_TILE
  * of an axis only the computed factor reads share the other's loads, else 2 of an even one). Before the
  * workgroups, so that LOCAL splits do not take the whole axis. On an H200, beautiful_mnist's second conv (32
- * output channels as threads) 1.70 -> 1.43 ms, and 1.10 with 2 rows of y (its float4 lanes along x and 4 output
+ * output channels as threads) 1.70 -> 1.43 ms, and 1.11 with 2 rows of y (its float4 lanes along x and 4 output
  * channels leave no room for 4); its last 0.77 -> 0.71, its last conv's input gradient by windows 0.89 -> 0.35.
  */
 function computedTiles(ast: UOp): Opt[] {
