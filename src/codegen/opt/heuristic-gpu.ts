@@ -308,8 +308,8 @@ const STAGE_TILES = 2;
  * UNROLL so that each tile holds STAGE_TILES WMMA steps of K (fewer BARRIERs), where the tiles fit the
  * target's local memory; else unsplit; else none. The workgroup then reads each operand element from global
  * memory once instead of once per warp that uses it: a 64 x 128 block (4 x 4 WMMAs a warp, 4 warps) moves
- * 0.023 bytes a flop from global memory where its warps alone moved 0.047. (Float32 kernels are left to
- * BEAM: their 4 x 16 thread tiles issue as many shared loads as global ones.)
+ * 0.023 bytes a flop from global memory where its warps alone moved 0.047. (Big float32 ones stage in
+ * registerBlocks, src/codegen/opt/register-blocks.ts.)
  */
 function stage(ast: UOp, work: number, target: Target): Opt[] {
   const ranges = kernelRanges(ast);
