@@ -76,6 +76,8 @@ describe('register blocks', () => {
     const staged = (M: number, K: number, N: number) =>
       lowerKernel(matmul(M, K, N).ast, { target: h100 }).opts.some((o) => o.op === 'STAGE');
     expect(staged(128, 128, 128)).toBe(false);
+    // 64 groups of 64 x 64: fewer than one a multiprocessor
+    expect(staged(512, 512, 512)).toBe(false);
     expect(staged(1000, 1000, 1000)).toBe(false);
     expect(lowerKernel(matmul(1024, 1024, 1024, dtypes.float16).ast, { target: h100 }).opts[0]!.op).toBe(
       'TC',

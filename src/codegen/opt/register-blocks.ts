@@ -23,13 +23,14 @@ const DEPTHS = [1, 0];
 
 /**
  * Blocks largest first, each where the grid keeps at least `groups` workgroups (two a multiprocessor of a
- * 132-SM H100). A half of 2 gives a thread two quads of the axis 64 outputs apart (an 8 x 8 tile at 2 x 2):
+ * 132-SM H100; the smallest, about one: fewer outputs are left to the other opts, whose groups share a long
+ * reduce). A half of 2 gives a thread two quads of the axis 64 outputs apart (an 8 x 8 tile at 2 x 2):
  * the threads of a warp then read 16 consecutive float4 of a staged row, and each loaded value serves 8 sums.
  */
 const BLOCKS: readonly { halvesM: number; halvesN: number; groups: number }[] = [
   { halvesM: 2, halvesN: 2, groups: 256 },
   { halvesM: 2, halvesN: 1, groups: 256 },
-  { halvesM: 1, halvesN: 1, groups: 0 },
+  { halvesM: 1, halvesN: 1, groups: 128 },
 ];
 
 /** Work (multiply-adds) from which a sum of products gets register blocks: 256^3. */
