@@ -142,7 +142,7 @@ export function lowerKernel(ast: UOp, opts: LowerOptions = {}): LoweredKernel {
   k = dropTrueGates(typeof vectorized === 'string' ? expandRanges(k) : vectorized);
   // a tensor-core kernel's vectors are its WMMA operands and STAGE's copies, whose addresses the renderer reads
   if (tensorCores) k = canonicalAddresses(k);
-  k = reduceToAccumulators(k);
+  k = reduceToAccumulators(k, target.grid !== undefined);
   if (tensorCores) k = accumulateInWmma(k);
   if (tensorCores && target.grid?.matrixLoads) k = matrixLoads(k);
   if (tensorCores) k = vectorNeighbours(k);

@@ -8,6 +8,7 @@ import { constSize, kernelRanges, rangeArg } from './axes.ts';
 import { outputLanes } from './lanes.ts';
 import { address, dividing, isLoad, isLoop, productLoads, productOperands, reads } from './operands.ts';
 import { applyOpts, type Opt, type Target } from './opts.ts';
+import { registerBlocks } from './register-blocks.ts';
 import { unrolls } from './unrolls.ts';
 
 /** TC=0 keeps the heuristics from tensor cores (as tinygrad's TC); TC_OPT=2 lets them pad axes to the tile. */
@@ -314,8 +315,8 @@ const STAGE_TILES = 2;
  * UNROLL so that each tile holds STAGE_TILES WMMA steps of K (fewer BARRIERs), where the tiles fit the
  * target's local memory; else unsplit; else none. The workgroup then reads each operand element from global
  * memory once instead of once per warp that uses it: a 64 x 128 block (4 x 4 WMMAs a warp, 4 warps) moves
- * 0.023 bytes a flop from global memory where its warps alone moved 0.047. (Float32 kernels are left to
- * BEAM: their 4 x 16 thread tiles issue as many shared loads as global ones.)
+ * 0.023 bytes a flop from global memory where its warps alone moved 0.047. (Big float32 ones stage in
+ * registerBlocks, src/codegen/opt/register-blocks.ts.)
  */
 function stage(ast: UOp, work: number, target: Target): Opt[] {
   const ranges = kernelRanges(ast);
@@ -392,13 +393,15 @@ function bigBlocks(ast: UOp, tc: Opt, work: number, target: Target): Opt[] {
  * The GPU's opts: tensor cores, else vector lanes (float4), else threads sharing a reduce that reads along it;
  * then tiles for a computed factor, workgroups, register tiles (not under tensor cores, which tile their own,
  * nor after tiles for a computed factor), unrolls, and STAGE for big tensor-core matmuls; big blocks instead
- * where the GPU copies asynchronously (bigBlocks).
+ * where the GPU copies asynchronously (bigBlocks); register blocks for big float32 ones (registerBlocks).
  */
 export function gpuOpts(ast: UOp, target: Target): Opt[] {
   const tc = tensorCores(ast, target);
   const work = kernelRanges(ast).reduce((n, r) => n * (constSize(r) ?? 1), 1);
   const big = tc.length ? bigBlocks(ast, tc[0]!, work, target) : [];
   if (big.length) return big;
+  const blocks = tc.length ? [] : registerBlocks(ast, target);
+  if (blocks.length) return blocks;
   const vectors = tc.length ? tc : target.vectors ? outputLanes(ast, target) : [];
   const shared = vectors.length ? vectors : coalescedReduce(ast, target);
   const computed = computedTiles(applyOpts(ast, shared, target));
