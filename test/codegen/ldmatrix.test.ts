@@ -41,7 +41,7 @@ describe('matrix loads', () => {
     ]);
   });
 
-  it("read two B fragments of neighbouring 8 columns as one x4, transposed, each taking half its lanes", () => {
+  it('read two B fragments of neighbouring 8 columns as one x4, transposed, each taking half its lanes', () => {
     // N upcast by 2: each warp's two WMMAs a K step read B's columns n and n + 8
     const paired: Opt[] = [
       { op: 'TC', axis: 2, tc: -1, opt: 0, mode: 1 },
