@@ -6,7 +6,7 @@ import { execAlu } from '../uop/alu.ts';
 import { ALU, AxisType, GroupOp, Ops } from '../uop/ops.ts';
 import { substitute } from '../uop/pattern.ts';
 import { UOp } from '../uop/uop.ts';
-import { KernelBuilder, newBuffer } from './rangeify.ts';
+import { findRealized, KernelBuilder, newBuffer } from './rangeify.ts';
 
 /**
  * An operand costing at least this many ops is worth a store: a gradient through pooling and batch norm (16 to
@@ -68,13 +68,21 @@ function evaluate(idx: UOp, values: ReadonlyMap<UOp, number>): number | undefine
 /**
  * The axis of the stored value v that should be innermost for the product `m` (whose `side` reads v through
  * views) to take vectors from it: the innermost output axis of the sum that only this side reads. Found by
- * lowering the side over fresh loops and stepping each loop once in v's address.
+ * lowering the product over fresh loops, down to what rangeify realizes (`realized`), and stepping each loop
+ * once in v's address.
  */
-function laneAxis(m: UOp, side: number, reduced: readonly number[], v: UOp): number | undefined {
-  // v and what rangeify will realize anyway (CONTIGUOUS, an assign's AFTER) are read from buffers
+function laneAxis(
+  m: UOp,
+  side: number,
+  reduced: readonly number[],
+  v: UOp,
+  realized: ReadonlySet<UOp>,
+): number | undefined {
+  // v and what rangeify realizes are read from buffers, as in the kernel: lowered through, a side of a
+  // transformer's gradient took the whole network with it (seconds a probe, then the heap)
   const bufs = new Map<UOp, UOp>();
   const bufOf = (x: UOp) => {
-    if (x !== v && x.op !== Ops.CONTIGUOUS && x.op !== Ops.AFTER) return undefined;
+    if (x !== v && !realized.has(x)) return undefined;
     return bufs.get(x) ?? bufs.set(x, newBuffer(x.shape!, x.dtype, 'probe')).get(x)!;
   };
   const buf = bufOf(v)!;
@@ -146,6 +154,8 @@ export function storeOperands(sink: UOp, gpu: boolean): UOp {
   const stored = new Set<UOp>();
   // products that read a stored value through a copy with another axis innermost: the side and the axis
   const relaid: { m: UOp; side: number; v: UOp; axis: number }[] = [];
+  // what rangeify realizes of the graph as it comes, for the layout probes (found where one first asks)
+  let realized: Set<UOp> | undefined;
   for (const u of sink.toposort()) {
     if (u.op !== Ops.REDUCE || u.argOf(Ops.REDUCE).op !== Ops.ADD) continue;
     let m = u.src[0]!;
@@ -159,8 +169,9 @@ export function storeOperands(sink: UOp, gpu: boolean): UOp {
       if (!inMemory && cost(v) < STORED_COST) return;
       if (!inMemory) stored.add(v);
       // the layout is chosen where the product has the reduce's own shape (the sums of matmuls and convs)
-      const axis =
-        !gpu && m === u.src[0] && s !== v ? laneAxis(m, side, u.argOf(Ops.REDUCE).axes, v) : undefined;
+      if (gpu || m !== u.src[0] || s === v) return;
+      realized ??= findRealized(sink.src);
+      const axis = laneAxis(m, side, u.argOf(Ops.REDUCE).axes, v, realized);
       if (axis !== undefined && axis !== v.shape!.length - 1) relaid.push({ m, side, v, axis });
     });
   }

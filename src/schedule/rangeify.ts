@@ -92,7 +92,7 @@ const numel = (u: UOp) => u.shape!.reduce<number>((n, d) => n * (typeof d === 'n
  * Decides which nodes get their own buffer: the roots, CONTIGUOUS, reduces that cannot fuse, and costly
  * elementwise values that an expand would recompute for every copy.
  */
-function findRealized(roots: readonly UOp[]): Set<UOp> {
+export function findRealized(roots: readonly UOp[]): Set<UOp> {
   const realized = new Set<UOp>();
   const order = UOp.sink(...roots).toposort();
   // each node's users, built where a reduce asks (a wide graph without reduces needs none)

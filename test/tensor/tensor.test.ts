@@ -298,6 +298,26 @@ describe('store or recompute, layouts', () => {
         for (const [k, v] of row.entries()) expect(v, device).toBeCloseTo(want[c]![k]!, 3);
     }
   });
+  it('the layout probe reads what rangeify realizes from buffers, as the kernel does', () => {
+    // x's pooled values are realized (a max under a sum), so the sum reads x and w with k innermost and takes
+    // vectors there: w needs no copy. Lowered through the pooling, x's address stepped k by 2
+    const [xData, wData] = [values(16 * 8 * 10 * 10, 4), values(10 * 200, 5)];
+    const x = new Tensor(xData, { device: 'JS' }).reshape([16, 8, 10, 10]);
+    const w = new Tensor(wData, { device: 'JS' }).reshape([10, 200]).realize();
+    const out = x.maxPool2d(2).reshape([16, 200]).matmul(w.transpose());
+    expect(scheduleOf([out]).kernels.length).toBe(2); // the pooling, the sum
+    const pooled = (b: number, k: number) => {
+      const [c, h, v] = [Math.floor(k / 25), Math.floor(k / 5) % 5, k % 5];
+      const at = (i: number, j: number) => xData[((b * 8 + c) * 10 + 2 * h + i) * 10 + 2 * v + j]!;
+      return Math.max(at(0, 0), at(0, 1), at(1, 0), at(1, 1));
+    };
+    for (const [b, row] of (out.tolist() as number[][]).entries())
+      for (const [n, got] of row.entries()) {
+        let sum = 0;
+        for (let k = 0; k < 200; k++) sum += pooled(b, k) * wData[n * 200 + k]!;
+        expect(got).toBeCloseTo(sum, 3);
+      }
+  });
 });
 
 describe('assign', () => {
