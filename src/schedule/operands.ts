@@ -45,6 +45,19 @@ function cost(v: UOp): number {
 }
 
 /**
+ * The padded value a product's side reads through its views below every expand (a conv's padded input, not
+ * its windows), if any: stored padded, the sum's loads of it need no bounds test, which kept them scalar (the
+ * transposed conv of an input gradient ran at 3 GFLOP/s reading its padded output gradient, 27 stored).
+ */
+function paddedView(side: UOp): UOp | undefined {
+  let pad: UOp | undefined;
+  for (let x = side; GroupOp.Movement.has(x.op); x = x.src[0]!)
+    if (x.op === Ops.EXPAND) pad = undefined;
+    else if (x.op === Ops.PAD) pad ??= x;
+  return pad;
+}
+
+/**
  * The value of an index expression with every range in it given a value, computed node by node as constant
  * folding would (src/uop/alu.ts); undefined where a node is not plain arithmetic on constants and ranges.
  */
@@ -135,10 +148,10 @@ function laneAxis(m: UOp, side: number, reduced: readonly number[], v: UOp): num
 /**
  * The graph with costly operands of sums of products stored (CONTIGUOUS): an operand of >= STORED_COST ops
  * that the sum reads >= STORED_READS times an element (a conv's output gradient through pooling, batch norm
- * and relu: 16 ops, read 800 times by conv2's weight and input gradients in beautiful_mnist). Stored, they
- * are plain loads that the CPU's register tiles reuse; where the sum's vector axis is not the stored
- * value's innermost (a conv's weight gradient wants the output channels, NCHW has them outside), that sum
- * reads a copy with the axis moved innermost. GPUs keep the recompute: their tiles share it among threads.
+ * and relu: 16 ops, read 800 times by conv2's weight and input gradients in beautiful_mnist), and a padded
+ * view an operand reads (paddedView). Stored, they are plain loads that the CPU's register tiles reuse;
+ * where the sum's vector axis is not the stored value's innermost (a conv's weight gradient wants the output
+ * channels, NCHW has them outside), that sum reads a copy with the axis moved innermost. GPUs keep the recompute: their tiles share it among threads.
  */
 export function storeOperands(sink: UOp, gpu: boolean): UOp {
   if (gpu) return sink;
@@ -151,6 +164,8 @@ export function storeOperands(sink: UOp, gpu: boolean): UOp {
     while (GroupOp.Movement.has(m.op) || m.op === Ops.CAST) m = m.src[0]!;
     if (m.op !== Ops.MUL) continue;
     m.src.forEach((s, side) => {
+      const padded = paddedView(s);
+      if (padded !== undefined && numel(m) >= STORED_READS * numel(padded)) stored.add(padded);
       const v = viewed(s);
       if (numel(m) < STORED_READS * numel(v) || v.op === Ops.CONST || v.op === Ops.REDUCE) return;
       // memory as it is (a weight) may still be read through a copy in another layout
