@@ -151,7 +151,8 @@ function laneAxis(m: UOp, side: number, reduced: readonly number[], v: UOp): num
  * and relu: 16 ops, read 800 times by conv2's weight and input gradients in beautiful_mnist), and a padded
  * view an operand reads (paddedView). Stored, they are plain loads that the CPU's register tiles reuse;
  * where the sum's vector axis is not the stored value's innermost (a conv's weight gradient wants the output
- * channels, NCHW has them outside), that sum reads a copy with the axis moved innermost. GPUs keep the recompute: their tiles share it among threads.
+ * channels, NCHW has them outside), that sum reads a copy with the axis moved innermost (of a weight, a stored
+ * value, or a cheap one, which the copy computes: the relu-masked input gradient from the layer above). GPUs keep the recompute: their tiles share it among threads.
  */
 export function storeOperands(sink: UOp, gpu: boolean): UOp {
   if (gpu) return sink;
@@ -168,10 +169,9 @@ export function storeOperands(sink: UOp, gpu: boolean): UOp {
       if (padded !== undefined && numel(m) >= STORED_READS * numel(padded)) stored.add(padded);
       const v = viewed(s);
       if (numel(m) < STORED_READS * numel(v) || v.op === Ops.CONST || v.op === Ops.REDUCE) return;
-      // memory as it is (a weight) may still be read through a copy in another layout
-      const inMemory = ENDS.has(v.op);
-      if (!inMemory && cost(v) < STORED_COST) return;
-      if (!inMemory) stored.add(v);
+      // memory as it is (a weight) and a value cheap to recompute (a relu's mask times the gradient of the
+      // layer above) may still be read through a copy in another layout, which computes it once
+      if (!ENDS.has(v.op) && cost(v) >= STORED_COST) stored.add(v);
       // the layout is chosen where the product has the reduce's own shape (the sums of matmuls and convs)
       const axis = m === u.src[0] && s !== v ? laneAxis(m, side, u.argOf(Ops.REDUCE).axes, v) : undefined;
       if (axis !== undefined && axis !== v.shape!.length - 1) relaid.push({ m, side, v, axis });
