@@ -14,9 +14,14 @@ import type { CUDABackend } from '../src/runtime/cuda.ts';
 const device = process.argv[2] ?? 'CUDA';
 const backend = Device.get(device);
 
-/** Median seconds of one call of `fn` (its output realized and the device synchronized), after warm-up. */
+const WARMUP = 20;
+/**
+ * Median seconds of one call of `fn` (its output realized and the device synchronized), after 20 warm-up calls:
+ * V8 optimizes a realize's host work over its first ~10 calls (x*y+1's 112 us a call there, 30 after, on the
+ * 2-core VM), and a loop's calls run optimized.
+ */
 function timeIt(fn: () => Tensor, runs = 10): number {
-  for (let i = 0; i < 2; i++) fn().realize().dispose();
+  for (let i = 0; i < WARMUP; i++) fn().realize().dispose();
   backend.synchronize();
   const times: number[] = [];
   for (let i = 0; i < runs; i++) {

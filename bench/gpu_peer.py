@@ -6,7 +6,7 @@ torch.backends.cuda.matmul.allow_tf32 = False  # float32 matmuls as float32 (cuB
 dev = 'cuda'
 
 def time_it(fn, runs=10):
-    for _ in range(2): fn()
+    for _ in range(20): fn()  # as bench/gpu.ts warms up
     torch.cuda.synchronize()
     times = []
     for _ in range(runs):

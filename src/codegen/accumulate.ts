@@ -1,6 +1,9 @@
 // Reduce to accumulators: each REDUCE becomes a REG buffer initialized with the reduction's identity,
 // updated inside the reduce loops and read after them, ordered with AFTER and END. Reductions over the same
-// loops (the copies an UPCAST makes) update their accumulators in one loop.
+// loops (the copies an UPCAST makes) update their accumulators in one loop. On a GPU the accumulator joins the
+// start of the reduced value's chain (((acc + p0) + p1) + ...: an UNROLL's copies as expand combines them), so
+// that each product is one fused multiply-add; a CPU keeps acc + (p0 + p1 + ...), whose copies' sum overlaps
+// the next iteration's (src/codegen/opt/unrolls.ts).
 import { AddrSpace, type DType, dtypes } from '../dtype.ts';
 import { Ops, type ReduceOp } from '../uop/ops.ts';
 import { graphRewrite, PatternMatcher, substitute, UPat } from '../uop/pattern.ts';
@@ -26,6 +29,17 @@ const axisId = (r: UOp) => r.argOf(Ops.RANGE).id;
 interface Ctx {
   next: number;
   loops: Loop[];
+  /** The accumulator starts the value's chain of the reduce op instead of being added to its end. */
+  chain: boolean;
+}
+
+/** The terms of a left-leaning chain of `op`, ((t0 op t1) op t2) op t3, in order. */
+function chainTerms(value: UOp, op: ReduceOp): UOp[] {
+  const terms: UOp[] = [];
+  let u = value;
+  for (; u.op === op; u = u.src[0]!) terms.push(u.src[1]!);
+  terms.push(u);
+  return terms.reverse();
 }
 
 function accumulate(r: UOp, ctx: Ctx): UOp {
@@ -51,7 +65,9 @@ function accumulate(r: UOp, ctx: Ctx): UOp {
   ]);
   // read and written in every iteration of the reduce loops
   const running = UOp.make(Ops.INDEX, [UOp.make(Ops.AFTER, [acc, init, ...ranges]), whole]);
-  const update = UOp.make(Ops.STORE, [running, UOp.make(op, [UOp.make(Ops.LOAD, [running]), value])]);
+  const terms = ctx.chain ? chainTerms(value, op) : [value];
+  const sum = terms.reduce((a, t) => UOp.make(op, [a, t]), UOp.make(Ops.LOAD, [running]));
+  const update = UOp.make(Ops.STORE, [running, sum]);
   const done = UOp.make(Ops.END, [update, ...ranges]);
   ctx.loops.push({
     acc,
@@ -96,7 +112,8 @@ function shareLoops(ast: UOp, loops: readonly Loop[]): UOp {
   return ast;
 }
 
-export function reduceToAccumulators(ast: UOp): UOp {
-  const ctx: Ctx = { next: 0, loops: [] };
+/** `chain`: each term of the reduced value is added to the accumulator in turn (a GPU's fused multiply-adds). */
+export function reduceToAccumulators(ast: UOp, chain = false): UOp {
+  const ctx: Ctx = { next: 0, loops: [], chain };
   return shareLoops(graphRewrite(ast, rules, { ctx, name: 'reduce to accumulators' }), ctx.loops);
 }

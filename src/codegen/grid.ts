@@ -148,6 +148,33 @@ interface GroupCtx {
   threads: readonly UOp[];
 }
 
+/**
+ * The axes a share is stored apart by. Threads whose shares are equal (a factor that does not read their axis)
+ * still store apart: one slot written by several threads is a race, however equal the values.
+ */
+function shareSlots(share: UOp, threads: readonly UOp[]): UOp[] {
+  return [...new Set([...rangesOf(share), ...threads])]
+    .filter((x) => SLOT_AXES.has(rangeArg(x).type))
+    .sort((a, b) => rangeArg(a).id - rangeArg(b).id);
+}
+
+const isGroupAxis = (r: UOp) => rangeArg(r).type === AxisType.GROUP_REDUCE;
+
+/** Bytes of LOCAL memory the kernel's reduces over GROUP_REDUCE axes store their shares in, one buffer each. */
+export function groupShareBytes(ast: UOp): number {
+  const ranges = kernelRanges(ast);
+  if (!ranges.some(isGroupAxis)) return 0;
+  const threads = ranges.filter((r) => rangeArg(r).type === AxisType.LOCAL);
+  let bytes = 0;
+  for (const r of ast.toposort()) {
+    if (r.op !== Ops.REDUCE || !r.src.slice(1).some(isGroupAxis)) continue;
+    // the reduced value's other axes are REDUCE and UNROLL ones, which no slot is kept apart by
+    const slots = shareSlots(r.src[0]!, threads);
+    bytes += slots.reduce((n, x) => n * constSize(x)!, r.dtype.itemsize);
+  }
+  return bytes;
+}
+
 /** Row-major offset of the ranges' indices (constant sizes: opts split only those). */
 function offsetOf(ranges: readonly UOp[], index: readonly UOp[]): UOp {
   let offset: UOp | undefined;
@@ -166,15 +193,11 @@ function offsetOf(ranges: readonly UOp[], index: readonly UOp[]): UOp {
  */
 function groupReduce(r: UOp, ctx: GroupCtx): UOp | undefined {
   const [value, ...ranges] = r.src as [UOp, ...UOp[]];
-  const group = ranges.filter((x) => rangeArg(x).type === AxisType.GROUP_REDUCE);
+  const group = ranges.filter(isGroupAxis);
   if (group.length === 0) return undefined;
   const own = ranges.filter((x) => !group.includes(x));
   const share = own.length ? UOp.make(Ops.REDUCE, [value, ...own], r.argOf(Ops.REDUCE)) : value;
-  // threads whose shares are equal (a factor that does not read their axis) still store apart: one slot
-  // written by several threads is a race, however equal the values
-  const slots = [...new Set([...rangesOf(share), ...ctx.threads])]
-    .filter((x) => SLOT_AXES.has(rangeArg(x).type))
-    .sort((a, b) => rangeArg(a).id - rangeArg(b).id);
+  const slots = shareSlots(share, ctx.threads);
   const size = slots.reduce((n, x) => n * constSize(x)!, 1);
   const shares = UOp.make(Ops.PARAM, [UOp.shapeVec([size])], {
     slot: ctx.nextBuffer++,
@@ -198,7 +221,7 @@ const groupRules = new PatternMatcher<GroupCtx>([
 /** The kernel with its reduces over GROUP_REDUCE axes combined through LOCAL memory. */
 export function groupReduces(ast: UOp): UOp {
   const ranges = kernelRanges(ast);
-  if (!ranges.some((r) => rangeArg(r).type === AxisType.GROUP_REDUCE)) return ast;
+  if (!ranges.some(isGroupAxis)) return ast;
   const ctx = {
     nextRange: Math.max(...ranges.map((r) => rangeArg(r).id)) + 1,
     nextBuffer: 0,

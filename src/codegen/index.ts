@@ -19,6 +19,7 @@ import { linearize } from './linearize.ts';
 import { vectorNeighbours } from './neighbours.ts';
 import { handCodedOpts } from './opt/heuristic.ts';
 import { applyOpts, CPU_TARGET, type Opt, type Target } from './opt/opts.ts';
+import { swizzleLocals } from './swizzle.ts';
 import { canonicalAddresses, lowerVectors } from './vectors.ts';
 import { widenSums } from './wide-sums.ts';
 import { accumulateInWmma } from './wmma.ts';
@@ -141,10 +142,12 @@ export function lowerKernel(ast: UOp, opts: LowerOptions = {}): LoweredKernel {
   k = dropTrueGates(typeof vectorized === 'string' ? expandRanges(k) : vectorized);
   // a tensor-core kernel's vectors are its WMMA operands and STAGE's copies, whose addresses the renderer reads
   if (tensorCores) k = canonicalAddresses(k);
-  k = reduceToAccumulators(k);
+  k = reduceToAccumulators(k, target.grid !== undefined);
   if (tensorCores) k = accumulateInWmma(k);
   if (tensorCores && target.grid?.matrixLoads) k = matrixLoads(k);
   if (tensorCores) k = vectorNeighbours(k);
+  // after the passes that read a tile's plain row-major addresses
+  k = swizzleLocals(k);
   if (target.grid !== undefined) k = gridIndices(k, target.grid);
   const linear = ifBlocks(linearize(k));
   verifyStage(linear, 'linear');

@@ -1,8 +1,9 @@
 // Tensor-core operand fragments read from LOCAL tiles as one warp-wide matrix load (ldmatrix on CUDA) where the
 // fragment's elements, lane by lane, are exactly what the instruction hands each lane: a STACK of scalar loads
 // whose addresses, evaluated for the 32 lanes of the WARP axis, place 8 x 8 matrices of 16-bit elements with
-// rows of 8 consecutive elements, 16 bytes aligned. One instruction then replaces 4 (B) or 8 (A) scalar loads,
-// and B reads row-major tiles (transposed) where it needed row pairs interleaved (src/codegen/opt/stage.ts).
+// rows of 8 consecutive elements, 16 bytes aligned. One instruction then replaces 4 (B) or 8 (A) scalar loads
+// (8 for two B fragments of neighbouring columns), and B reads row-major tiles (transposed) where it needed row
+// pairs interleaved (src/codegen/opt/stage.ts).
 import { dtypes } from '../dtype.ts';
 import { AxisType, Ops } from '../uop/ops.ts';
 import { graphRewrite, PatternMatcher, substitute, UPat } from '../uop/pattern.ts';
@@ -114,15 +115,50 @@ function matrixLoad(stack: UOp): UOp | undefined {
 /** Each fragment's matrix load (or the fragment), as many WMMAs share one. */
 type Seen = Map<UOp, UOp>;
 
+/** Lanes `from` .. `from + n - 1` of a vector value, as a fragment. */
+const lanesOf = (v: UOp, from: number, n: number) =>
+  UOp.make(
+    Ops.STACK,
+    Array.from({ length: n }, (_, i) => UOp.make(Ops.INDEX, [v, UOp.index(from + i)])),
+  );
+
+/**
+ * Every WMMA operand fragment's matrix load. Two fragments of two 8 x 8 matrices each (B of m16n8k16: the two
+ * halves of K for 8 columns) whose four matrices are one x4 load's layout (the next 8 columns) share it, each
+ * taking its half of the lanes: half the instructions, and one lane address where there were two.
+ */
+function fragmentLoads(k: UOp): Seen {
+  const seen: Seen = new Map();
+  const pairable: UOp[] = [];
+  for (const w of k.toposort())
+    if (w.op === Ops.WMMA)
+      for (const s of w.src.slice(0, 2))
+        if (s.op === Ops.STACK && !seen.has(s)) {
+          const load = matrixLoad(s);
+          seen.set(s, load ?? s);
+          if (load !== undefined && s.src.length === 4) pairable.push(s);
+        }
+  const paired = new Set<UOp>();
+  for (const f of pairable) {
+    if (paired.has(f)) continue;
+    for (const g of pairable) {
+      if (g === f || paired.has(g)) continue;
+      const both = matrixLoad(UOp.make(Ops.STACK, [...f.src, ...g.src]));
+      if (both === undefined) continue;
+      seen.set(f, lanesOf(both, 0, 4));
+      seen.set(g, lanesOf(both, 4, 4));
+      paired.add(f).add(g);
+      break;
+    }
+  }
+  return seen;
+}
+
 const fragments = new PatternMatcher<Seen>([
   [
     new UPat({ op: Ops.WMMA, name: 'w' }),
     ({ w }, seen) => {
-      const load = (s: UOp) => {
-        if (!seen.has(s)) seen.set(s, matrixLoad(s) ?? s);
-        return seen.get(s)!;
-      };
-      const src = w!.src.map((s, i) => (i < 2 && s.op === Ops.STACK ? load(s) : s));
+      const src = w!.src.map((s, i) => (i < 2 ? (seen.get(s) ?? s) : s));
       return src.some((s, i) => s !== w!.src[i]) ? w!.withSrc(src) : undefined;
     },
   ],
@@ -130,5 +166,5 @@ const fragments = new PatternMatcher<Seen>([
 
 /** The kernel with its WMMA operands that are ldmatrix's layout read by matrix loads. */
 export function matrixLoads(k: UOp): UOp {
-  return graphRewrite(k, fragments, { name: 'matrix loads', ctx: new Map() });
+  return graphRewrite(k, fragments, { name: 'matrix loads', ctx: fragmentLoads(k) });
 }

@@ -624,6 +624,17 @@ function dynamicShared(linear: UOp): { offsets: Map<string, number>; bytes: numb
 }
 
 /**
+ * `__launch_bounds__`'s arguments: the block's threads, and for 256-thread kernels without tensor cores two
+ * blocks a multiprocessor, so that ptxas keeps them within 128 registers a thread (65536 an SM): float32
+ * register blocks (src/codegen/opt/register-blocks.ts) took 130 and ran one block an SM. On the H100, 4096^3
+ * float32 39.0 -> 42.0 TFLOP/s; beautiful_mnist's step kernels 8.71 -> 8.53 ms (bench/gemm.ts, steps_gpu.ts).
+ * Tensor-core kernels keep their registers (230 a thread for 64 x 64 warp tiles).
+ */
+function launchBounds(threads: number, linear: UOp): string {
+  return threads === 256 && !linear.src.some((u) => u.op === Ops.WMMA) ? `${threads}, 2` : `${threads}`;
+}
+
+/**
  * A kernel's CUDA C source: a __global__ function launched on the grid its SPECIALs name, which its first line
  * states for the CUDA device with the buffers it writes and the dynamic shared memory it needs, where its LOCAL
  * buffers take more than 48 KiB (`// launch grid X Y Z block X Y Z writes 0 shared 98304`).
@@ -637,7 +648,7 @@ export function renderCUDA(name: string, linear: UOp): string {
     name: 'CUDA',
     declare: (n, args) => {
       writes = args.flatMap((a) => (a.startsWith('const ') ? [] : (/\bdata(\d+)$/.exec(a)?.slice(1) ?? [])));
-      return `extern "C" __global__ void __launch_bounds__(${threads}) ${n}(${args.join(', ')})`;
+      return `extern "C" __global__ void __launch_bounds__(${launchBounds(threads, linear)}) ${n}(${args.join(', ')})`;
     },
     restrict: '__restrict__',
     bool: 'bool',

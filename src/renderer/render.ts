@@ -87,6 +87,8 @@ function multipleOf(u: UOp, k: number): boolean {
   if (u.op === Ops.CONST) return Number(u.constValue) % k === 0;
   if (u.op === Ops.MUL) return u.src.some((s) => multipleOf(s, k));
   if (u.op === Ops.ADD || u.op === Ops.SUB) return u.src.every((s) => multipleOf(s, k));
+  // a swizzled LOCAL address (src/codegen/swizzle.ts): XOR keeps the low bits both sides share
+  if (u.op === Ops.XOR) return (k & (k - 1)) === 0 && u.src.every((s) => multipleOf(s, k));
   return false;
 }
 

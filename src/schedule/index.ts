@@ -38,7 +38,7 @@ export interface Plan {
 
 /** What the schedule needs to know of the device its kernels run on. */
 export interface ScheduleTarget {
-  /** Kernels run on workgroups (a GPU): big sums split for them, and costly operands stay fused. */
+  /** Kernels run on workgroups (a GPU): big sums split for them, and stored operands read in their own layout. */
   gpu: boolean;
   /** The most arguments one kernel may take (Backend.maxBuffers). */
   maxBuffers: number;
@@ -47,7 +47,7 @@ export interface ScheduleTarget {
 const HOST: ScheduleTarget = { gpu: false, maxBuffers: Number.POSITIVE_INFINITY };
 
 /**
- * Fold views, split reduces, store costly operands of products (off GPUs), bound kernels (realize
+ * Fold views, split reduces, store costly operands of products, bound kernels (realize
  * intermediates of expressions too long to compile), then rangeify: the kernels of a function's body, and
  * the buffer holding each root.
  */

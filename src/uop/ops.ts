@@ -227,12 +227,22 @@ export interface BufferViewArg {
   dtype: DType;
   offset: number;
 }
+/**
+ * A LOCAL buffer's XOR swizzle: element x lives at x ^ (((x / row) % 8) * chunk), so that 16-byte chunks (`chunk`
+ * elements) of 8 consecutive lines of `row` elements fall in 8 different bank groups (src/codegen/swizzle.ts).
+ */
+export interface Swizzle {
+  row: number;
+  chunk: number;
+}
 export interface ParamArg {
   /** A function parameter's position; for a symbolic variable, its name. */
   slot: number | string;
   dtype: DType;
   device?: Device;
   addrspace?: AddrSpace;
+  /** A LOCAL buffer's layout, where STAGE swizzles its tile. */
+  swizzle?: Swizzle;
 }
 export interface ConstArg {
   value: ConstValue;

@@ -435,7 +435,13 @@ function tagKey(tag: Tag): string {
 const fieldsOf = <A>(fields: Record<keyof A, true>): readonly string[] => Object.keys(fields).sort();
 const ARG_FIELDS: Partial<Record<Ops, readonly string[]>> = {
   [Ops.BUFFER]: fieldsOf<ArgOf<Ops.BUFFER>>({ slot: true, dtype: true, device: true, addrspace: true }),
-  [Ops.PARAM]: fieldsOf<ArgOf<Ops.PARAM>>({ slot: true, dtype: true, device: true, addrspace: true }),
+  [Ops.PARAM]: fieldsOf<ArgOf<Ops.PARAM>>({
+    slot: true,
+    dtype: true,
+    device: true,
+    addrspace: true,
+    swizzle: true,
+  }),
 };
 
 function fieldsKey(arg: Record<string, unknown>, fields: readonly string[]): string {

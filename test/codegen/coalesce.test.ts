@@ -2,10 +2,12 @@
 // (countSectors runs the kernels sampled: a few workgroups, each loop twice).
 import { describe, expect, it } from 'vitest';
 import { lowerKernel } from '../../src/codegen/index.ts';
-import { printOpts } from '../../src/codegen/opt/opts.ts';
+import { type Opt, printOpts } from '../../src/codegen/opt/opts.ts';
 import { targetOf } from '../../src/engine/compile.ts';
 import { scheduleOf } from '../../src/engine/realize.ts';
 import { Context } from '../../src/helpers.ts';
+import { renderSIMT } from '../../src/renderer/simt.ts';
+import { DeviceBuffer } from '../../src/runtime/buffer.ts';
 import { Device } from '../../src/runtime/device.ts';
 import { countSectors, type LoadSectors } from '../../src/runtime/simt.ts';
 import { Tensor } from '../../src/tensor/index.ts';
@@ -86,15 +88,15 @@ describe('sector counts on SIMT', () => {
     for (const [i, v] of got.entries()) expect(v).toBeCloseTo(want[i]!, 3);
   });
 
-  it("the 5x5 conv's input gradient stores its windows window-major: the sum over windows reads along x", () => {
+  it("the 5x5 conv's input gradient (a transposed conv) reads coalesced", () => {
     const x = Tensor.empty([512, 32, 24, 24], { device }).requiresGrad_();
     const w = Tensor.empty([32, 32, 5, 5], { device });
     const y = x.conv2d(w);
     y.backward(Tensor.empty(y.shape as number[], { device }));
     const loads = countSectors(() => x.grad!.realize(), { groups: 2, trips: 2 });
     expect(loads.length).toBeGreaterThan(0);
-    // each load uses half the bytes of the sectors it touches or touches a few (with the windows last, the
-    // window sum's threads along x read 25 floats apart: 27.5 sectors a request, an eighth of them used)
+    // each load uses half the bytes of the sectors it touches or touches a few (as a sum over windows stored
+    // windows last, its threads along x read 25 floats apart: 27.5 sectors a request, an eighth of them used)
     for (const l of loads)
       expect(l.bytes / (32 * l.sectors) >= 0.5 || l.sectors / l.requests <= 8, `${l.kernel}:${l.pc}`).toBe(
         true,
@@ -117,7 +119,7 @@ describe('sector counts on SIMT', () => {
     for (const l of products) expect(l.bytes / (32 * l.sectors), `${l.kernel}:${l.pc}`).toBeGreaterThan(0.5);
   });
 
-  it("beautiful_mnist's last conv weight gradient (a 6 x 6 output) splits, shares x among threads, tiles 4 x 4", () => {
+  it("beautiful_mnist's last conv weight gradient (a 6 x 6 output) splits, shares x among threads, tiles 4 x 4 x 3", () => {
     // no output axis reads contiguously and the reduce's x is 6 long: a thread per result read 64 floats apart
     const x = Tensor.empty([512, 64, 8, 8], { device });
     const w = Tensor.empty([64, 64, 3, 3], { device }).requiresGrad_();
@@ -130,6 +132,8 @@ describe('sector counts on SIMT', () => {
     const opts = printOpts(lowered[0]!.opts);
     expect(opts).toContain(',6,GROUP_REDUCE)');
     expect(opts.match(/,4,UPCAST\)/g)).toHaveLength(2);
+    // kx whole: each loaded gradient serves the 3 window positions
+    expect(opts).toContain(',3,UPCAST)');
   });
 
   it('a conv weight gradient behind BatchNorm and relu tiles its window kx whole: each computed gradient serves 5', () => {
@@ -167,6 +171,49 @@ describe('sector counts on SIMT', () => {
     );
     expect(tile, printOpts(opts)).toBeGreaterThanOrEqual(0);
     expect(opts.findIndex((o) => o.op === 'SPLIT' && o.target === AxisType.LOCAL)).toBeGreaterThan(tile);
+    // float4 lanes along x and 4 channels leave room for 2 rows of y, not 4: each weight then serves 8 outputs
+    expect(opts, printOpts(opts)).toContainEqual({
+      op: 'SPLIT',
+      axis: 2,
+      factor: 2,
+      target: AxisType.UPCAST,
+    });
+  });
+
+  it("a conv over a relu'd activation computes with its 4 x 2 x 4 tiles what it computes unoptimized", () => {
+    // the opts the heuristics give beautiful_mnist's second conv (the test above), on a conv small enough to run
+    const x = Tensor.empty([2, 2, 12, 12], { device })
+      .add(Tensor.empty([1, 2, 1, 1], { device }))
+      .relu();
+    const [k] = scheduleOf([x.conv2d(Tensor.empty([32, 2, 5, 5], { device }))]).kernels;
+    const upcast = (axis: number, factor: number): Opt => ({
+      op: 'SPLIT',
+      axis,
+      factor,
+      target: AxisType.UPCAST,
+    });
+    const local = (axis: number, factor: number): Opt => ({
+      op: 'SPLIT',
+      axis,
+      factor,
+      target: AxisType.LOCAL,
+    });
+    const tiled = [upcast(3, 4), upcast(2, 2), upcast(1, 4), local(3, 2), local(1, 8), local(0, 2)];
+    // small integers: every order of the sums is exact
+    const run = (opts: readonly Opt[]) => {
+      const { name, linear } = lowerKernel(k!.ast, { opts, target: targetOf(Device.get(device)) });
+      const backend = Device.get(device);
+      const bufs = k!.bufs.map((b, slot) => {
+        const n = (b.shape as number[]).reduce((a, d) => a * d, 1);
+        const data = Float32Array.from({ length: n }, (_, i) => (slot === 0 ? 0 : ((i * 7 + slot) % 11) - 5));
+        return new DeviceBuffer(backend, n, b.dtype).copyin(data);
+      });
+      backend.compile(name, renderSIMT(name, linear)).run(bufs);
+      return Array.from(bufs[0]!.copyout() as Float32Array);
+    };
+    const want = run([]);
+    expect(want.some((v) => v !== 0)).toBe(true);
+    expect(run(tiled)).toEqual(want);
   });
 
   it("a conv's input gradient behind relu is a transposed conv: 4 input channels by 4 positions a thread", () => {

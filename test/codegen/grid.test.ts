@@ -152,6 +152,25 @@ describe('GROUP_REDUCE on SIMT', () => {
   });
 });
 
+describe('GROUP_REDUCE local memory', () => {
+  const small: Target = { ...gpu, grid: { maxThreads: 256, localBytes: 1024 } };
+  const ast = () => scheduleOf([ramp([64, 64], 'SIMT').sum(1)]).kernels[0]!.ast;
+  const group: Opt[] = [
+    { op: 'SPLIT', axis: 1, factor: 16, target: AxisType.GROUP_REDUCE },
+    { op: 'SPLIT', axis: 0, factor: 16, target: AxisType.LOCAL },
+  ];
+  it('takes a slot per thread and UPCAST copy, within the target', () => {
+    // 16 group threads x 16 LOCAL threads x 4 bytes: the whole 1 KB
+    expect(() => lowerKernel(ast(), { target: small, opts: group })).not.toThrow();
+  });
+  it('refuses a split whose shares would not fit, naming the bytes', () => {
+    const upcast: Opt = { op: 'SPLIT', axis: 0, factor: 2, target: AxisType.UPCAST };
+    expect(() => lowerKernel(ast(), { target: small, opts: [...group, upcast] })).toThrow(
+      /SPLIT\(0,2,UPCAST\) is illegal: its GROUP_REDUCE shares take 2048 bytes of local memory, more than the target's 1024/,
+    );
+  });
+});
+
 describe('GROUP_REDUCE kernels on SIMT', () => {
   // integer-valued sums, exact in any order
   const programs: Record<string, (d: string) => Tensor> = {

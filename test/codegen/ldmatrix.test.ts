@@ -1,5 +1,5 @@
 // Matrix loads: WMMA fragments read from LOCAL tiles in ldmatrix's layout become one warp-wide load (x4 for A,
-// x2 transposed for B of a row-major tile); others stay scalar. SIMT runs the collective load (bits checked
+// x2 transposed for B of a row-major tile, x4 for two of them); others stay scalar. SIMT runs the collective load (bits checked
 // against the unstaged kernel in test/codegen/stage.test.ts); the CUDA source compiles with nvcc.
 import { describe, expect, it } from 'vitest';
 import { lowerKernel } from '../../src/codegen/index.ts';
@@ -39,6 +39,18 @@ describe('matrix loads', () => {
       '4t',
       '8',
     ]);
+  });
+
+  it('read two B fragments of neighbouring 8 columns as one x4, transposed, each taking half its lanes', () => {
+    // N upcast by 2: each warp's two WMMAs a K step read B's columns n and n + 8
+    const paired: Opt[] = [
+      { op: 'TC', axis: 2, tc: -1, opt: 0, mode: 1 },
+      { op: 'SPLIT', axis: 1, factor: 2, target: AxisType.UPCAST },
+      { op: 'SPLIT', axis: 1, factor: 2, target: AxisType.LOCAL },
+      { op: 'STAGE', axis: 4, depth: 1 },
+    ];
+    const { linear } = lowerKernel(kernel.ast, { target, opts: paired });
+    expect(matrixLoads(linear).sort()).toEqual(['8', '8t']);
   });
 
   it('leave fragments read from global memory, or on a target without them, as scalar loads', () => {

@@ -15,7 +15,9 @@ import { DeviceBuffer } from '../../src/runtime/buffer.ts';
 import { Device } from '../../src/runtime/device.ts';
 import { Tensor } from '../../src/tensor/index.ts';
 import { AxisType, Ops } from '../../src/uop/ops.ts';
-import type { UOp } from '../../src/uop/uop.ts';
+import { substitute } from '../../src/uop/pattern.ts';
+import { simplify } from '../../src/uop/symbolic.ts';
+import { UOp } from '../../src/uop/uop.ts';
 import { hasNvcc, nvccCompile } from '../renderer/nvcc.ts';
 
 const simt = Device.get('SIMT');
@@ -56,6 +58,36 @@ const scalarTileReads = (linear: UOp) =>
 
 const locals = (linear: UOp) =>
   linear.src.filter((u) => u.op === Ops.PARAM && u.argOf(Ops.PARAM).addrspace === 'LOCAL').length;
+
+/**
+ * The most lanes of one 8-lane phase of a warp (threadIdx.x; other threads and loops at 0) whose 16-byte chunks
+ * fall in one bank group, over the kernel's matrix loads and asynchronous copies into LOCAL tiles: 1 is
+ * conflict-free.
+ */
+function worstPhase(linear: UOp): number {
+  const specials = linear.src.filter((u) => u.op === Ops.SPECIAL || u.op === Ops.RANGE);
+  const lane = specials.find((u) => u.op === Ops.SPECIAL && u.argOf(Ops.SPECIAL) === 'lidx0')!;
+  const at = (x: UOp, l: number) =>
+    Number(
+      simplify(substitute(x, new Map(specials.map((u) => [u, UOp.index(u === lane ? l : 0)])))).constValue,
+    );
+  let worst = 0;
+  for (const u of linear.src) {
+    const matrix = u.op === Ops.LOAD ? u.argOf(Ops.LOAD)?.matrix : undefined;
+    const copy = u.op === Ops.STORE && u.argOf(Ops.STORE)?.async;
+    if (matrix === undefined && !copy) continue;
+    const index = u.src[0]!;
+    const x = index.src[1]!.op === Ops.ADD ? index.src[1]!.src[0]! : index.src[1]!;
+    const bytes = (copy ? u.src[1]! : u).dtype.base.itemsize;
+    // a matrix load reads a row of 16 bytes for each lane of its matrices; a copy moves 16 bytes a lane
+    const lanes = matrix ? (u.lanes / 2) * 8 : 32;
+    for (let phase = 0; phase < lanes; phase += 8) {
+      const groups = Array.from({ length: 8 }, (_, i) => Math.floor((at(x, phase + i) * bytes) / 16) % 8);
+      worst = Math.max(worst, ...groups.map((g) => groups.filter((h) => h === g).length));
+    }
+  }
+  return worst;
+}
 
 /** Opts for a matmul kernel whose axes are M, N, K: a thread tile, a workgroup, an unrolled reduce step. */
 const plainOpts = fc.record({
@@ -156,7 +188,7 @@ describe('STAGE on SIMT', () => {
     );
   });
 
-  it('gives the unstaged bits with asynchronous copies 1 to 3 iterations ahead (float32, float16, bfloat16)', () => {
+  it('gives the unstaged bits with asynchronous copies 1 to 3 iterations ahead, padded or swizzled (float32, float16, bfloat16)', () => {
     fc.assert(
       fc.property(
         fc.constantFrom(dtypes.float32, dtypes.float16, dtypes.bfloat16),
@@ -165,7 +197,8 @@ describe('STAGE on SIMT', () => {
         fc.constantFrom(16, 32),
         fc.constantFrom(1, 2, 3),
         tcOpts,
-        (d, M, K, N, depth, o) => {
+        fc.boolean(),
+        (d, M, K, N, depth, o, swizzle) => {
           const k = matmul(M, K, N, d);
           const tc: Opt[] = d === dtypes.float32 ? [] : [{ op: 'TC', axis: 2, tc: -1, opt: 0, mode: 1 }];
           const { opts, reduce } = splits(k.ast, tc, [
@@ -174,7 +207,7 @@ describe('STAGE on SIMT', () => {
             { axis: 1, factor: d === dtypes.float32 ? 8 : o.localN, target: AxisType.LOCAL },
             { axis: 0, factor: o.upM * (d === dtypes.float32 ? 2 : 1), target: AxisType.UPCAST },
           ]);
-          const staged = run(k, [...opts, { op: 'STAGE', axis: reduce, depth }]);
+          const staged = run(k, [...opts, { op: 'STAGE', axis: reduce, depth, swizzle }]);
           expect(locals(staged.linear)).toBe(2);
           // every tile's copies are asynchronous after the first `depth` iterations, waited for by the BARRIER
           const stores = staged.linear.src.filter((u) => u.op === Ops.STORE && u.argOf(Ops.STORE)?.async);
@@ -184,8 +217,36 @@ describe('STAGE on SIMT', () => {
           expect(staged.values).toEqual(run(k, opts).values);
         },
       ),
-      { numRuns: 8, seed: 13 },
+      { numRuns: 10, seed: 13 },
     );
+  });
+
+  it("swizzles big blocks' tiles: the unstaged bits, and matrix loads and copies free of bank conflicts", () => {
+    const big = { ...target, grid: { ...target.grid!, localBytes: 227 * 1024 } };
+    const opts = (swizzle: boolean): Opt[] => [
+      { op: 'TC', axis: 2, tc: -1, opt: 0, mode: 1 },
+      { op: 'SPLIT', axis: 1, factor: 8, target: AxisType.UPCAST },
+      { op: 'SPLIT', axis: 0, factor: 4, target: AxisType.UPCAST },
+      { op: 'SPLIT', axis: 2, factor: 2, target: AxisType.LOCAL },
+      { op: 'SPLIT', axis: 0, factor: 2, target: AxisType.LOCAL },
+      { op: 'SPLIT', axis: 6, factor: 2, target: AxisType.UNROLL },
+      { op: 'STAGE', axis: 6, depth: 2, swizzle },
+    ];
+    const lower = (k: { ast: UOp }, swizzle: boolean) =>
+      lowerKernel(k.ast, { target: big, opts: opts(swizzle) });
+    // A's rows of 32 elements (64 bytes: two a line of 8 chunks) and B's of 128 (16 chunks); 16 KB a buffer
+    const large = matmul(4096, 4096, 4096, dtypes.float16);
+    const [padded, swizzled] = [lower(large, false), lower(large, true)];
+    expect(worstPhase(swizzled.linear)).toBe(1);
+    expect(worstPhase(padded.linear)).toBeGreaterThan(1);
+    expect(renderCUDA(swizzled.name, swizzled.linear)).toMatch(/shared 65536\n/);
+    // on SIMT, with B's tile rows apart (N wider than the block's 128)
+    const k = matmul(128, 64, 256, dtypes.bfloat16);
+    const plain = run(k, opts(false).slice(0, -2)).values;
+    // K by 16 a tile (A's rows of 32 bytes, four a line), that 4 buffers fit SIMT's 48 KB
+    const got = run(k, [...opts(true).slice(0, -2), { op: 'STAGE', axis: 6, depth: 2, swizzle: true }]);
+    expect(got.cuda).toMatch(/\^/);
+    expect(got.values).toEqual(plain);
   });
 
   it("gives a conv's unstaged bits, staged on each of its reduce axes (channels, window rows, columns)", () => {
@@ -235,7 +296,7 @@ describe('STAGE on SIMT', () => {
     ];
     const k32 = [
       { op: 'SPLIT', axis: 6, factor: 2, target: AxisType.UNROLL },
-      { op: 'STAGE', axis: 6, depth: 2 },
+      { op: 'STAGE', axis: 6, depth: 2, swizzle: true },
     ];
     // 128 x 128 blocks at 4096 (1024 of them), 128 x 256 at 8192; K by 32 where 4 buffers fit, else by 16
     expect(lowerKernel(matmul(4096, 4096, 4096, dtypes.float16).ast, { target: big }).opts).toEqual([
@@ -248,7 +309,7 @@ describe('STAGE on SIMT', () => {
     ]);
     expect(lowerKernel(matmul(4096, 4096, 4096, dtypes.float16).ast, { target }).opts).toEqual([
       ...block(2),
-      { op: 'STAGE', axis: 6, depth: 2 },
+      { op: 'STAGE', axis: 6, depth: 2, swizzle: true },
     ]);
     // too few blocks to fill the GPU: the 64 x 128 synchronous default
     expect(lowerKernel(matmul(1024, 1024, 1024, dtypes.float16).ast, { target: big }).opts.at(-1)).toEqual({
@@ -258,7 +319,9 @@ describe('STAGE on SIMT', () => {
     // the big block's kernel on SIMT: the unstaged bits
     const k = matmul(128, 64, 128, dtypes.float16);
     const opts = block(2) as Opt[];
-    expect(run(k, [...opts, { op: 'STAGE', axis: 6, depth: 2 }]).values).toEqual(run(k, opts).values);
+    expect(run(k, [...opts, { op: 'STAGE', axis: 6, depth: 2, swizzle: true }]).values).toEqual(
+      run(k, opts).values,
+    );
   });
 
   it('refuses STAGE with a reason: no local memory, not last, not a reduce, no threads, tiles too big', () => {

@@ -107,6 +107,20 @@ describe('CUDA renderer', () => {
     expect(sum).toMatch(/int lidx0 = threadIdx\.x;/);
   });
 
+  it('asks for two blocks a multiprocessor for 256 threads without tensor cores (128 registers a thread)', () => {
+    const bounds = (t: Tensor, target = gpu) => {
+      const { name, linear } = lowerKernel(scheduleOf([t]).kernels.at(-1)!.ast, { target });
+      return /__launch_bounds__\(([^)]*)\)/.exec(renderCUDA(name, linear))![1];
+    };
+    // float32 register blocks: 16 x 16 threads of 8 x 8 sums (src/codegen/opt/register-blocks.ts)
+    expect(bounds(x([1024, 1024]).matmul(x([1024, 1024])))).toBe('256, 2');
+    expect(bounds(x([6, 40]).mul(2))).toMatch(/^\d+$/);
+    // tensor cores keep their registers: 8 warps of an H100's big block (227 KB of shared memory)
+    const h100 = { ...gpu, grid: { ...gpu.grid!, maxThreads: 1024, localBytes: 232448 } };
+    const half = () => Tensor.empty([8192, 8192], { device: 'SIMT', dtype: dtypes.float16 });
+    expect(bounds(half().matmul(half()), h100)).toBe('256');
+  });
+
   it('loads and stores aligned vectors whole, and computes them lane by lane through operators', () => {
     const source = sources()
       .filter(([n]) => n.includes('vector_elementwise'))

@@ -8,6 +8,7 @@ import { constSize, kernelRanges, rangeArg } from './axes.ts';
 import { outputLanes } from './lanes.ts';
 import { address, dividing, isLoad, isLoop, productLoads, productOperands, reads } from './operands.ts';
 import { applyOpts, type Opt, type Target } from './opts.ts';
+import { registerBlocks } from './register-blocks.ts';
 import { unrolls } from './unrolls.ts';
 
 /** TC=0 keeps the heuristics from tensor cores (as tinygrad's TC); TC_OPT=2 lets them pad axes to the tile. */
@@ -227,22 +228,21 @@ function onlyAxis(
 }
 
 /** UPCAST splits of (axis, factor) tiles: the later axis first, as a split adds its range after the one split. */
-const upcasts = (ranges: readonly UOp[], axes: readonly number[], whole: readonly number[]): Opt[] =>
-  [
-    ...axes.map((axis) => ({ axis, factor: GPU_TILE })),
-    ...whole.map((axis) => ({ axis, factor: constSize(ranges[axis]!)! })),
-  ]
+const upcasts = (tiles: readonly { axis: number; factor: number }[]): Opt[] =>
+  [...tiles]
     .sort((a, b) => b.axis - a.axis)
     .map(({ axis, factor }) => ({ op: 'SPLIT', axis, factor, target: AxisType.UPCAST }));
+/** A tile of the axis whole. */
+const whole = (ranges: readonly UOp[], axis: number) => ({ axis, factor: constSize(ranges[axis]!)! });
 
 /**
  * Register tiles of a sum of products whose threads share the reduce (coalescedReduce): GPU_TILE outputs along
  * an output axis that only one factor reads, for each factor, so that each value a thread computes is used
  * GPU_TILE times. A conv's weight gradient behind BatchNorm and relu recomputes both factors per product (the
  * gradient, 15 ops, for every ci, ky, kx; the activation for every co): 30 ops a multiply-add, instruction-bound
- * on an H100 (beautiful_mnist's 5x5 one: 6.3 ms, 2.6 ms with co x ci tiles of 4 x 4). A computed factor (math on
- * loads) serves every window position of the other too: the innermost window axis only the other reads is tiled
- * whole (that kernel's kx: 2.53 -> 1.88 ms on an H200).
+ * on an H100 (beautiful_mnist's 5x5 one: 6.3 ms, 2.6 ms with co x ci tiles of 4 x 4). Each value of a factor
+ * serves every window position of the other too: the innermost window axis only the other reads is tiled whole
+ * (that kernel's kx: 2.53 -> 1.88 ms on an H200 while its gradient was computed; now stored, see storeOperands).
  */
 function sidedTiles(ast: UOp, groups: number): Opt[] {
   const sides = productOperands(ast);
@@ -252,10 +252,13 @@ function sidedTiles(ast: UOp, groups: number): Opt[] {
   if (axes.some((a) => a < 0)) return [];
   // one window at most: two would hold GPU_TILE^2 x 49 sums a thread
   const windows = sides
-    .map((side, i) => (isLoad(side) ? -1 : onlyAxis(ranges, sides[1 - i]!, side, window, axes)))
+    .map((side, i) => onlyAxis(ranges, sides[1 - i]!, side, window, axes))
     .filter((a) => a >= 0)
     .slice(0, 1);
-  return upcasts(ranges, axes, windows);
+  return upcasts([
+    ...axes.map((axis) => ({ axis, factor: GPU_TILE })),
+    ...windows.map((a) => whole(ranges, a)),
+  ]);
 }
 
 /**
@@ -269,9 +272,10 @@ const THREAD_SUMS = 64;
  * loads (a relu'd activation, a BatchNorm gradient), threads along an axis only the other factor reads (a conv's
  * output channel, an input gradient's input channel and window) each compute it again; GPU_TILE outputs of that
  * axis and the innermost window axis whole in a thread compute it once for all (and, within THREAD_SUMS, GPU_TILE
- * of an axis only the computed factor reads share the other's loads). Before the workgroups, so that LOCAL splits
- * do not take the whole axis. On an H200, beautiful_mnist's second conv (32 output channels as
- * threads) 1.70 -> 1.43 ms, its last 0.77 -> 0.71, its last conv's input gradient by windows 0.89 -> 0.35.
+ * of an axis only the computed factor reads share the other's loads, else 2 of an even one). Before the
+ * workgroups, so that LOCAL splits do not take the whole axis. On an H200, beautiful_mnist's second conv (32
+ * output channels as threads) 1.70 -> 1.43 ms, and 1.11 with 2 rows of y (its float4 lanes along x and 4 output
+ * channels leave no room for 4); its last 0.77 -> 0.71, its last conv's input gradient by windows 0.89 -> 0.35.
  */
 function computedTiles(ast: UOp): Opt[] {
   const ranges = kernelRanges(ast);
@@ -290,11 +294,15 @@ function computedTiles(ast: UOp): Opt[] {
   const room = (n: number) =>
     lanes * tile * n <= THREAD_SUMS && outputs / (tile * n) / LOCAL_THREADS >= TILE_MIN_GROUPS;
   if (!room(1)) return [];
-  const whole = onlyAxis(ranges, other, computed, (n) => window(n) && room(n), [axis]);
-  if (whole >= 0) tile *= constSize(ranges[whole]!)!;
-  // the loaded factor's values serve GPU_TILE outputs of an axis only the computed one reads too
-  const mine = onlyAxis(ranges, computed, other, (n) => quad(n) && room(GPU_TILE), [axis, whole]);
-  return upcasts(ranges, mine < 0 ? [axis] : [axis, mine], whole < 0 ? [] : [whole]);
+  const win = onlyAxis(ranges, other, computed, (n) => window(n) && room(n), [axis]);
+  if (win >= 0) tile *= constSize(ranges[win]!)!;
+  const tiles = [{ axis, factor: GPU_TILE }, ...(win < 0 ? [] : [whole(ranges, win)])];
+  // the loaded factor's values serve GPU_TILE (else 2) outputs of an axis only the computed one reads too
+  for (const factor of [GPU_TILE, 2]) {
+    const mine = onlyAxis(ranges, computed, other, (n) => n % factor === 0 && room(factor), [axis, win]);
+    if (mine >= 0) return upcasts([...tiles, { axis: mine, factor }]);
+  }
+  return upcasts(tiles);
 }
 
 /** Tensor-core sums of products with at least this many multiply-adds stage their operands (256^3). */
@@ -307,8 +315,8 @@ const STAGE_TILES = 2;
  * UNROLL so that each tile holds STAGE_TILES WMMA steps of K (fewer BARRIERs), where the tiles fit the
  * target's local memory; else unsplit; else none. The workgroup then reads each operand element from global
  * memory once instead of once per warp that uses it: a 64 x 128 block (4 x 4 WMMAs a warp, 4 warps) moves
- * 0.023 bytes a flop from global memory where its warps alone moved 0.047. (Float32 kernels are left to
- * BEAM: their 4 x 16 thread tiles issue as many shared loads as global ones.)
+ * 0.023 bytes a flop from global memory where its warps alone moved 0.047. (Big float32 ones stage in
+ * registerBlocks, src/codegen/opt/register-blocks.ts.)
  */
 function stage(ast: UOp, work: number, target: Target): Opt[] {
   const ranges = kernelRanges(ast);
@@ -345,8 +353,10 @@ const BIG_BLOCKS: readonly { warpsN: number; groups: number }[] = [
 
 /**
  * Big tensor-core matmuls on a GPU with asynchronous copies: a big block (BIG_BLOCKS), K by STAGE_TILES WMMA
- * steps staged STAGE_DEPTH iterations ahead (K by one step where those tiles do not fit the local memory). On an
- * H200, fp16 4096^3: 314 TFLOP/s against 225 for the 64 x 128 synchronous default; 8192^3 335 against 242.
+ * steps staged STAGE_DEPTH iterations ahead (K by one step where those tiles do not fit the local memory), in
+ * swizzled tiles. On an H200, fp16 4096^3: 314 TFLOP/s against 225 for the 64 x 128 synchronous default; 8192^3
+ * 335 against 242. Swizzled rather than padded tiles (one run): 4096^3 360 and 356 against 310 and 316, 8192^3
+ * 347 against 330.
  */
 function bigBlocks(ast: UOp, tc: Opt, work: number, target: Target): Opt[] {
   if (work < STAGE_FROM || !target.grid?.asyncCopies) return [];
@@ -358,7 +368,7 @@ function bigBlocks(ast: UOp, tc: Opt, work: number, target: Target): Opt[] {
       { op: 'SPLIT', axis: 2, factor: warpsN, target: AxisType.LOCAL },
       { op: 'SPLIT', axis: 0, factor: 2, target: AxisType.LOCAL },
     ];
-    const staged: Opt = { op: 'STAGE', axis: 6, depth: STAGE_DEPTH };
+    const staged: Opt = { op: 'STAGE', axis: 6, depth: STAGE_DEPTH, swizzle: true };
     const unroll: Opt = { op: 'SPLIT', axis: 6, factor: STAGE_TILES, target: AxisType.UNROLL };
     for (const opts of [
       [...block, unroll, staged],
@@ -383,13 +393,15 @@ function bigBlocks(ast: UOp, tc: Opt, work: number, target: Target): Opt[] {
  * The GPU's opts: tensor cores, else vector lanes (float4), else threads sharing a reduce that reads along it;
  * then tiles for a computed factor, workgroups, register tiles (not under tensor cores, which tile their own,
  * nor after tiles for a computed factor), unrolls, and STAGE for big tensor-core matmuls; big blocks instead
- * where the GPU copies asynchronously (bigBlocks).
+ * where the GPU copies asynchronously (bigBlocks); register blocks for big float32 ones (registerBlocks).
  */
 export function gpuOpts(ast: UOp, target: Target): Opt[] {
   const tc = tensorCores(ast, target);
   const work = kernelRanges(ast).reduce((n, r) => n * (constSize(r) ?? 1), 1);
   const big = tc.length ? bigBlocks(ast, tc[0]!, work, target) : [];
   if (big.length) return big;
+  const blocks = tc.length ? [] : registerBlocks(ast, target);
+  if (blocks.length) return blocks;
   const vectors = tc.length ? tc : target.vectors ? outputLanes(ast, target) : [];
   const shared = vectors.length ? vectors : coalescedReduce(ast, target);
   const computed = computedTiles(applyOpts(ast, shared, target));

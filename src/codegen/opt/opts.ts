@@ -4,6 +4,7 @@
 import type { TensorCore } from '../../runtime/tensor-cores.ts';
 import { AxisType, axisLetter } from '../../uop/ops.ts';
 import type { UOp } from '../../uop/uop.ts';
+import { groupShareBytes } from '../grid.ts';
 import { constSize, kernelRanges, padAxis, rangeArg, splitAxis, swapAxes } from './axes.ts';
 import { applyStage, type StagePlan, stagePlan } from './stage.ts';
 import { applyTensorCore, matchTensorCore, TC_PADS, tileProblem } from './tc.ts';
@@ -28,8 +29,9 @@ export type Opt =
    * The loads over reduce axis `axis` read tiles the workgroup copies into LOCAL memory each iteration
    * (src/codegen/opt/stage.ts). The last opt: it tiles by the workgroup the opts before it made. `depth` >= 1
    * copies asynchronously, that many iterations ahead (on targets with asyncCopies); 0 or none: synchronously.
+   * `swizzle` lays 16-bit tiles out unpadded and XOR-swizzled where their rows are a power of two of 16-byte chunks.
    */
-  | { op: 'STAGE'; axis: number; depth?: number };
+  | { op: 'STAGE'; axis: number; depth?: number; swizzle?: boolean };
 
 /** A GPU's grid of workgroups: output axes run as workgroups (GLOBAL) and as threads of one (LOCAL). */
 export interface Grid {
@@ -85,8 +87,10 @@ export function printOpt(o: Opt): string {
       return 'NOLOCALS';
     case 'TC':
       return `TC(${o.axis},${o.tc},${o.opt},${o.mode})`;
-    case 'STAGE':
-      return o.depth ? `STAGE(${o.axis},${o.depth})` : `STAGE(${o.axis})`;
+    case 'STAGE': {
+      const depth = o.depth || o.swizzle ? [o.depth ?? 0] : [];
+      return `STAGE(${[o.axis, ...depth, ...(o.swizzle ? ['swizzle'] : [])].join(',')})`;
+    }
   }
 }
 
@@ -250,7 +254,7 @@ function stageIllegal(o: Extract<Opt, { op: 'STAGE' }>, k: Kernel): string | und
     return `depth ${depth} is not an integer from 0 to 4`;
   if (depth > 0 && !k.target.grid.asyncCopies)
     return 'the target has no asynchronous copies (depth must be 0)';
-  const plan = stagePlan(k.ast, o.axis, depth);
+  const plan = stagePlan(k.ast, o.axis, depth, o.swizzle ?? false);
   if (typeof plan === 'string') return plan;
   if (plan.bytes > k.target.grid.localBytes)
     return `its tiles take ${plan.bytes} bytes of local memory, more than the target's ${k.target.grid.localBytes}`;
@@ -286,7 +290,7 @@ function apply(ast: UOp, o: Opt, target: Target): UOp {
     case 'TC':
       return applyTensorCore(ast, o.axis, o.tc, o.opt, target.tensorCores);
     case 'STAGE':
-      return applyStage(ast, stagePlan(ast, o.axis, o.depth ?? 0) as StagePlan);
+      return applyStage(ast, stagePlan(ast, o.axis, o.depth ?? 0, o.swizzle ?? false) as StagePlan);
     case 'NOLOCALS': // only restricts the opts after it
       return ast;
   }
@@ -307,6 +311,14 @@ export function applyOpts(ast: UOp, opts: readonly Opt[], target: Target = CPU_T
     if (why !== undefined)
       throw new Error(`opt ${printOpt(o)} is illegal: ${why}; kernel axes: ${describeAxes(ranges)}`);
     if (o.op === 'NOLOCALS') noLocals = true;
-    return apply(k, o, target);
+    const next = apply(k, o, target);
+    // a split of a LOCAL, UPCAST or GROUP_REDUCE axis multiplies the slots GROUP_REDUCE shares take
+    const local = target.grid?.localBytes;
+    const shares = local === undefined || o.op !== 'SPLIT' ? 0 : groupShareBytes(next);
+    if (shares > local!)
+      throw new Error(
+        `opt ${printOpt(o)} is illegal: its GROUP_REDUCE shares take ${shares} bytes of local memory, more than the target's ${local}; kernel axes: ${describeAxes(kernelRanges(next))}`,
+      );
+    return next;
   }, ast);
 }

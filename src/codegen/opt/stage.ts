@@ -7,8 +7,11 @@
 // one BARRIER an iteration orders both hazards: a thread writes a buffer only after every thread passed the
 // BARRIER that follows the last reads of it. SIMT checks both in CI (test/codegen/stage.test.ts). With a depth,
 // the copies are asynchronous (cp.async) and run that many iterations ahead through more buffers (applyStage).
+// Tile rows are padded by 16 bytes, so that the rows a warp reads together start in different banks; or, where
+// asked (`swizzle`) and a row of 16-bit elements is a power of two of 16-byte chunks, unpadded and XOR-swizzled
+// (ParamArg.swizzle), which also spreads a warp's copies of short rows (a 64-byte row of A's K) over all banks.
 import { AddrSpace, dtypes } from '../../dtype.ts';
-import { AxisType, Ops } from '../../uop/ops.ts';
+import { AxisType, Ops, type Swizzle } from '../../uop/ops.ts';
 import { substitute } from '../../uop/pattern.ts';
 import { UOp } from '../../uop/uop.ts';
 import { affine } from '../affine.ts';
@@ -62,6 +65,8 @@ interface Tile {
    * (B of mma.m16n8k16: rows k and k + 1 of a column), so that the two are neighbours and load as one half2.
    */
   pairs: boolean;
+  /** Unpadded rows (pitch = cols) in a swizzled layout, or undefined: padded rows. */
+  swizzle: Swizzle | undefined;
   addresses: Address[];
 }
 
@@ -129,6 +134,7 @@ function tileOf(
   isBlock: (r: UOp) => boolean,
   threads: number,
   async: boolean,
+  swizzle: boolean,
 ): Tile | string {
   const addresses: Address[] = [];
   for (const load of loads) {
@@ -175,9 +181,19 @@ function tileOf(
     rect.stride === Number.POSITIVE_INFINITY ? rect.cols - 1 : (rect.rows - 1) * rect.stride + rect.cols - 1;
   const reach = Math.max(...loads.map((l) => l.src[0]!.src[1]!.vmax));
   if (base.vmax + last > reach) return 'its tile reaches beyond the elements the loads read';
+  const chunk = COPY_BYTES / itemsize;
+  const chunks = rect.cols / chunk;
+  // tensor-core operands (16-bit), whose reads are matrix rows or element pairs inside a chunk: wider float32
+  // vectors would span chunks that the swizzle moves apart
+  const powerOfTwo = Number.isInteger(chunks) && (chunks & (chunks - 1)) === 0;
+  if (swizzle && itemsize === 2 && !pairs && rect.stride !== Number.POSITIVE_INFINITY && powerOfTwo) {
+    // 8 consecutive lines of at least 8 chunks (short rows: several a line) each put a chunk in another bank group
+    const layout = { row: Math.max(rect.cols, 8 * chunk), chunk };
+    return { buffer, base, ...rect, pitch: rect.cols, vector, pairs, swizzle: layout, addresses };
+  }
   const pad = Math.max(1, ROW_PAD_BYTES / itemsize);
   const pitch = pairs ? 2 * (rect.cols + pad) : rect.cols + pad;
-  return { buffer, base, ...rect, pitch, vector, pairs, addresses };
+  return { buffer, base, ...rect, pitch, vector, pairs, swizzle: undefined, addresses };
 }
 
 /** What STAGE on reduce axis `axis` finds: the tiles, the loops and the group's threads; or why none. */
@@ -195,7 +211,7 @@ export interface StagePlan {
 /** Each tile's buffers: two for synchronous copies; for copies `depth` iterations ahead, depth + 2 (see applyStage). */
 const buffersOf = (depth: number) => (depth === 0 ? 2 : depth + 2);
 
-export function stagePlan(ast: UOp, axis: number, depth = 0): StagePlan | string {
+export function stagePlan(ast: UOp, axis: number, depth = 0, swizzle = false): StagePlan | string {
   const ranges = kernelRanges(ast);
   const range = ranges[axis];
   if (range === undefined || rangeArg(range).type !== AxisType.REDUCE)
@@ -223,7 +239,7 @@ export function stagePlan(ast: UOp, axis: number, depth = 0): StagePlan | string
   if (byBuffer.size === 0) return `no load reads axis ${axis}`;
   const tiles: Tile[] = [];
   for (const [buffer, loads] of byBuffer) {
-    const tile = tileOf(buffer, loads, fragments, isBlock, count, depth > 0);
+    const tile = tileOf(buffer, loads, fragments, isBlock, count, depth > 0, swizzle);
     if (typeof tile === 'string') return `buffer ${buffer.argOf(Ops.PARAM).slot}: ${tile}`;
     tiles.push(tile);
   }
@@ -301,6 +317,7 @@ export function applyStage(ast: UOp, plan: StagePlan): UOp {
       slot: firstSlot + i,
       dtype: tile.buffer.dtype,
       addrspace: AddrSpace.LOCAL,
+      swizzle: tile.swizzle,
     });
     if (depth === 0)
       stores.push(...copies(tile, local, tile.base, iteration.mod(2).mul(size), count, thread));
