@@ -45,6 +45,19 @@ function cost(v: UOp): number {
 }
 
 /**
+ * The padded value a product's side reads through its views below every expand (a conv's padded input, not
+ * its windows), if any: stored padded, the sum's loads of it need no bounds test, which kept them scalar (the
+ * transposed conv of an input gradient ran at 3 GFLOP/s reading its padded output gradient, 27 stored).
+ */
+function paddedView(side: UOp): UOp | undefined {
+  let pad: UOp | undefined;
+  for (let x = side; GroupOp.Movement.has(x.op); x = x.src[0]!)
+    if (x.op === Ops.EXPAND) pad = undefined;
+    else if (x.op === Ops.PAD) pad ??= x;
+  return pad;
+}
+
+/**
  * The value of an index expression with every range in it given a value, computed node by node as constant
  * folding would (src/uop/alu.ts); undefined where a node is not plain arithmetic on constants and ranges.
  */
@@ -143,12 +156,14 @@ function laneAxis(
 /**
  * The graph with costly operands of sums of products stored (CONTIGUOUS): an operand of >= STORED_COST ops
  * that the sum reads >= STORED_READS times an element (a conv's output gradient through pooling, batch norm
- * and relu: 16 ops, read 800 times by conv2's weight and input gradients in beautiful_mnist). Stored, they
- * are plain loads that the CPU's register tiles reuse; where the sum's vector axis is not the stored
- * value's innermost (a conv's weight gradient wants the output channels, NCHW has them outside), that sum
- * reads a copy with the axis moved innermost. GPUs store too, with no copies (their threads coalesce along
- * other axes): beautiful_mnist's 5x5 input gradient by windows, which computed the gradient (20 ops) once for
- * 4 x 5 products, 1.65 -> 1.17 ms on an H200; its weight gradient 1.86 -> 1.72 (bench/steps_gpu.ts, one call).
+ * and relu: 16 ops, read 800 times by conv2's weight and input gradients in beautiful_mnist), and off GPUs a
+ * padded view an operand reads (paddedView). Stored, they are plain loads that the CPU's register tiles reuse;
+ * where the sum's vector axis is not the stored value's innermost (a conv's weight gradient wants the output
+ * channels, NCHW has them outside), that sum reads a copy with the axis moved innermost (of a weight, a stored
+ * value, or a cheap one, which the copy computes: the relu-masked input gradient from the layer above). GPUs
+ * store too, with no copies (their threads coalesce along other axes): beautiful_mnist's 5x5 input gradient
+ * by windows, which computed the gradient (20 ops) once for 4 x 5 products, 1.65 -> 1.17 ms on an H200; its
+ * weight gradient 1.86 -> 1.72 (bench/steps_gpu.ts, one call).
  */
 export function storeOperands(sink: UOp, gpu: boolean): UOp {
   const stored = new Set<UOp>();
@@ -162,12 +177,14 @@ export function storeOperands(sink: UOp, gpu: boolean): UOp {
     while (GroupOp.Movement.has(m.op) || m.op === Ops.CAST) m = m.src[0]!;
     if (m.op !== Ops.MUL) continue;
     m.src.forEach((s, side) => {
+      // a GPU's gated loads cost little: a padded view stays a view there
+      const padded = gpu ? undefined : paddedView(s);
+      if (padded !== undefined && numel(m) >= STORED_READS * numel(padded)) stored.add(padded);
       const v = viewed(s);
       if (numel(m) < STORED_READS * numel(v) || v.op === Ops.CONST || v.op === Ops.REDUCE) return;
-      // memory as it is (a weight) may still be read through a copy in another layout
-      const inMemory = ENDS.has(v.op);
-      if (!inMemory && cost(v) < STORED_COST) return;
-      if (!inMemory) stored.add(v);
+      // memory as it is (a weight) and a value cheap to recompute (a relu's mask times the gradient of the
+      // layer above) may still be read through a copy in another layout, which computes it once
+      if (!ENDS.has(v.op) && cost(v) >= STORED_COST) stored.add(v);
       // the layout is chosen where the product has the reduce's own shape (the sums of matmuls and convs)
       if (gpu || m !== u.src[0] || s === v) return;
       realized ??= findRealized(sink.src);

@@ -166,6 +166,42 @@ const RULES: Record<TensorGraphOp, Rule | null> = {
   [Ops.SINK]: null,
 };
 
+/**
+ * A node's own gradient rule: the gradients of `inputs` (ancestors of the node, not necessarily its sources)
+ * from the node's gradient, computed only for the inputs `wanted` marks. It replaces the walk through the
+ * nodes between them (a conv's input gradient as a transposed conv, not a sum over every window's gradient).
+ */
+export interface GradientRule {
+  inputs: readonly UOp[];
+  rule: (g: UOp, wanted: readonly boolean[]) => readonly (UOp | undefined)[];
+}
+
+// Keyed by node: equal graphs are one node, and the rule is the exact gradient of that node, so any graph
+// that builds it may use it. A node rebuilt (a realized value's graph substituted beneath it) has no rule and
+// is differentiated op by op, which gives the same values.
+const gradientRules = new WeakMap<UOp, GradientRule>();
+
+/** @internal Gives `node` its own gradient rule (see GradientRule). */
+export function defineGradient(node: UOp, rule: GradientRule): void {
+  gradientRules.set(node, rule);
+}
+
+/** Whether a target lies strictly between a rule's node and its inputs (then the rule would skip its gradient). */
+function targetInside(node: UOp, inputs: readonly UOp[], targets: ReadonlySet<UOp>): boolean {
+  const seen = new Set<UOp>(inputs);
+  const stack = [node];
+  while (stack.length) {
+    const u = stack.pop()!;
+    if (u !== node && targets.has(u)) return true;
+    for (const s of u.src)
+      if (!seen.has(s)) {
+        seen.add(s);
+        stack.push(s);
+      }
+  }
+  return false;
+}
+
 /** The rule for op, or undefined for an op no tensor graph holds. */
 const ruleOf = (op: Ops): Rule | null | undefined => (isTensorGraphOp(op) ? RULES[op] : undefined);
 
@@ -196,23 +232,34 @@ export function computeGradients(root: UOp, rootGrad: UOp, wanted: ReadonlySet<U
   const onPath = gradientPath(order, (u) => targets.has(u));
   const grads = new Map<UOp, UOp>();
   if (onPath.has(root)) grads.set(root, rootGrad);
+  const accumulate = (s: UOp, sg: UOp | undefined) => {
+    if (sg === undefined || !onPath.has(s)) return;
+    const fitted = sumTo(sg, s.shape!);
+    const prev = grads.get(s);
+    grads.set(s, prev === undefined ? fitted : prev.add(fitted));
+  };
   for (let i = order.length - 1; i >= 0; i--) {
     const u = order[i]!;
     const g = grads.get(u);
-    if (g === undefined || !u.src.some((s) => onPath.has(s))) continue;
+    if (g === undefined) continue;
+    const own = gradientRules.get(u);
+    if (own !== undefined && !targetInside(u, own.inputs, targets)) {
+      const wanted = own.inputs.map((s) => onPath.has(s));
+      if (wanted.some((w) => w))
+        own.rule(g, wanted).forEach((sg, k) => {
+          accumulate(own.inputs[k]!, sg);
+        });
+      continue;
+    }
+    if (!u.src.some((s) => onPath.has(s))) continue;
     const rule = ruleOf(u.op);
     if (rule === null) continue; // a target computed by an op without gradient
     if (rule === undefined)
       throw new Error(
         `gradient: ${opName(u.op)} belongs in kernels, not in a tensor graph; it cannot carry a gradient`,
       );
-    const srcGrads = rule(g, u);
-    u.src.forEach((s, k) => {
-      const sg = srcGrads[k];
-      if (sg === undefined || !onPath.has(s)) return;
-      const fitted = sumTo(sg, s.shape!);
-      const prev = grads.get(s);
-      grads.set(s, prev === undefined ? fitted : prev.add(fitted));
+    rule(g, u).forEach((sg, k) => {
+      accumulate(u.src[k]!, sg);
     });
   }
   const out = new Map<UOp, UOp>();

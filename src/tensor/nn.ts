@@ -1,5 +1,7 @@
 // Linear algebra and nn functions composed from movement ops, mul and reduces: einsum, conv, losses (pools: pool.ts).
 import { dtypes, narrowSumDType } from '../dtype.ts';
+import { defineGradient } from './autograd.ts';
+import { gradMode } from './grad-mode.ts';
 import { checkIndex } from './index-check.ts';
 import type { Axes } from './reduce.ts';
 import { checkTensor, Tensor } from './tensor.ts';
@@ -337,8 +339,83 @@ Tensor.prototype.conv2d = function (
   const out = product
     .sum([3, ...range(nd).map((j) => 4 + j)], false, narrowSumDType(product.dtype))
     .reshape([batch, cout, ...p.out]);
+  if (gradMode.offDepth === 0)
+    defineGradient(out.uop, {
+      inputs: [this.uop, weight.uop],
+      rule: (g, [toInput, toWeight]) => {
+        const dy = out.wrap(g);
+        return [
+          toInput ? convInputGrad(dy, weight, this.shape, p, groups).cast(this.dtype).uop : undefined,
+          // the reduce over the batch and the output positions that the walk through the product would build
+          toWeight
+            ? dy
+                .reshape([batch, groups, cout / groups, 1, ...ones, ...p.out])
+                .mul(x)
+                .sum([0, ...range(nd).map((j) => 4 + nd + j)])
+                .reshape(weight.shape)
+                .cast(weight.dtype).uop
+            : undefined,
+        ];
+      },
+    });
   return bias === undefined ? out : out.add(bias.reshape([1, cout, ...ones]));
 };
+
+/**
+ * The gradient of a conv's input as a transposed conv: the output gradient dy spread back by the stride (zeros
+ * between), padded so that each input position sees every output whose window holds it, then convolved with
+ * the weight flipped and its channel axes swapped (per group). Without it the gradient flows back through the
+ * windows: every window's gradient is stored, then summed where windows overlap (a gather, 1 GFLOP/s on CPU).
+ */
+function convInputGrad(
+  dy: Tensor,
+  weight: Tensor,
+  inShape: readonly number[],
+  p: WindowPlan,
+  groups: number,
+): Tensor {
+  const nd = p.kernel.length;
+  const [batch, cout, ...outs] = dy.shape as [number, number, ...number[]];
+  const [, cg] = weight.shape as [number, number];
+  const lead: [number, number][] = [
+    [0, 0],
+    [0, 0],
+  ];
+  // dy[o] moves to o * stride: a unit axis per spatial axis, padded to stride, flattened, the tail cut
+  const spread = p.stride.every((s) => s === 1)
+    ? dy
+    : dy
+        .reshape([batch, cout, ...outs.flatMap((o) => [o, 1])])
+        .pad([
+          ...lead,
+          ...outs.flatMap((_, j): [number, number][] => [
+            [0, 0],
+            [0, p.stride[j]! - 1],
+          ]),
+        ])
+        .reshape([batch, cout, ...outs.map((o, j) => o * p.stride[j]!)])
+        .shrink([
+          [0, batch],
+          [0, cout],
+          ...outs.map((o, j): [number, number] => [0, (o - 1) * p.stride[j]! + 1]),
+        ]);
+  // input position y (after the conv's padding pb) gets dy at y + pb - k * dilation for every window offset k:
+  // pad by span - 1 - pb before, and after up to the input's length plus span - 1 (negative pads cut)
+  const padded = spread.pad([
+    ...lead,
+    ...p.kernel.map((k, j): [number, number] => {
+      const reach = p.dilation[j]! * (k - 1);
+      const before = reach - p.pads[j]![0];
+      return [before, inShape[2 + j]! + reach - before - spread.shape[2 + j]!];
+    }),
+  ]);
+  const flipped = weight
+    .reshape([groups, cout / groups, cg, ...p.kernel])
+    .permute([0, 2, 1, ...range(nd).map((j) => 3 + j)])
+    .reshape([groups * cg, cout / groups, ...p.kernel])
+    .flip(range(nd).map((j) => 2 + j));
+  return padded.conv2d(flipped, undefined, { groups, dilation: p.dilation });
+}
 
 // --- normalization, losses, attention --------------------------------------------------------------------
 

@@ -75,6 +75,30 @@ function convRef(x: Nd, w: Nd, bias: number[] | undefined, groups: number, win: 
   return { shape, data: out };
 }
 
+/** The gradients of sum(conv(x, w) * gy) by the naive loops: every product's share goes back to x and w. */
+function convGradRef(x: Nd, w: Nd, gy: Nd, groups: number, win: Window): { dx: number[]; dw: number[] } {
+  const [, , h, wd] = x.shape as [number, number, number, number];
+  const [co, cg, kh, kw] = w.shape as [number, number, number, number];
+  const dx = new Array<number>(numel(x.shape)).fill(0);
+  const dw = new Array<number>(numel(w.shape)).fill(0);
+  gy.data.forEach((g, flat) => {
+    const [b, o, i, j] = unravel(flat, gy.shape) as [number, number, number, number];
+    const c0 = Math.floor(o / (co / groups)) * cg;
+    for (let c = 0; c < cg; c++)
+      for (let p = 0; p < kh; p++)
+        for (let q = 0; q < kw; q++) {
+          const y = i * win.stride[0] + p * win.dilation[0] - win.pad[0][0];
+          const z = j * win.stride[1] + q * win.dilation[1] - win.pad[1][0];
+          if (y < 0 || y >= h || z < 0 || z >= wd) continue;
+          const xi = ravel([b, c0 + c, y, z], x.shape);
+          const wi = ravel([o, c, p, q], w.shape);
+          dx[xi]! += g * w.data[wi]!;
+          dw[wi]! += g * x.data[xi]!;
+        }
+  });
+  return { dx, dw };
+}
+
 /** Naive pooling over the last two axes; padding takes `padValue`, the mean divides by the whole window. */
 function poolRef(x: Nd, k: [number, number], win: Window, kind: 'max' | 'avg'): Nd {
   const lead = x.shape.slice(0, -2);
@@ -258,6 +282,106 @@ for (const device of DEVICES)
         const want = convRef(x, wt, bias, groups, w);
         expect(got.shape).toEqual(want.shape);
         close(data(got), want.data, 1e-5);
+      });
+    });
+
+    it('conv2d gradients match the naive ones over windows 1, 3, 5, 7, strides, padding, dilation and groups', () => {
+      // x shape, weight shape, groups, window; the strided cases leave input rows no window reads
+      const cases: [number[], number[], number, Window][] = [
+        [
+          [1, 2, 4, 5],
+          [3, 2, 1, 1],
+          1,
+          win(
+            [1, 1],
+            [
+              [0, 0],
+              [0, 0],
+            ],
+            [1, 1],
+          ),
+        ],
+        [
+          [2, 3, 6, 6],
+          [4, 3, 3, 3],
+          1,
+          win(
+            [1, 1],
+            [
+              [1, 1],
+              [1, 1],
+            ],
+            [1, 1],
+          ),
+        ],
+        [
+          [1, 1, 9, 8],
+          [2, 1, 5, 5],
+          1,
+          win(
+            [1, 1],
+            [
+              [0, 0],
+              [2, 1],
+            ],
+            [1, 1],
+          ),
+        ],
+        [
+          [1, 2, 9, 9],
+          [2, 2, 7, 7],
+          1,
+          win(
+            [1, 1],
+            [
+              [3, 3],
+              [0, 0],
+            ],
+            [1, 1],
+          ),
+        ],
+        [
+          [1, 2, 8, 9],
+          [2, 2, 3, 2],
+          1,
+          win(
+            [2, 3],
+            [
+              [1, 0],
+              [0, 1],
+            ],
+            [1, 1],
+          ),
+        ],
+        [
+          [2, 4, 7, 6],
+          [4, 2, 3, 2],
+          2,
+          win(
+            [2, 1],
+            [
+              [1, 1],
+              [0, 0],
+            ],
+            [2, 1],
+          ),
+        ],
+      ];
+      cases.forEach(([xs, ws, groups, w], i) => {
+        const x = rand(xs, 50 + i);
+        const wt = rand(ws, 60 + i);
+        const [xt, wtt] = [T(x), T(wt)];
+        const y = xt.conv2d(wtt, undefined, {
+          stride: w.stride,
+          padding: w.pad,
+          dilation: w.dilation,
+          groups,
+        });
+        const gy = rand(y.shape, 70 + i);
+        const [dx, dw] = Tensor.gradient(y.mul(T(gy)).sum(), [xt, wtt]);
+        const want = convGradRef(x, wt, gy, groups, w);
+        close(data(dx!), want.dx, 1e-4);
+        close(data(dw!), want.dw, 1e-4);
       });
     });
 
@@ -615,7 +739,8 @@ describe('nn kernel counts', () => {
   const bias = new Tensor(new Float32Array(4), { device: 'JS' });
   const count = (t: Tensor) => scheduleOf([t]).kernels.length;
   it('conv2d (with bias, strided, dilated, grouped) and the pools are one kernel each', () => {
-    expect(count(x.conv2d(w, bias, { padding: 1 }))).toBe(1);
+    // off GPUs a padded input the conv reads 8 times an element or more is stored padded first: plain loads
+    expect(count(x.conv2d(w, bias, { padding: 1 }))).toBe(2);
     expect(count(x.conv2d(w, undefined, { stride: 2, dilation: 2, padding: [1, 2] }))).toBe(1);
     expect(
       count(
@@ -634,6 +759,11 @@ describe('nn kernel counts', () => {
       ),
     ).toBe(1);
     expect(count(x.conv2d(w, bias).relu())).toBe(1);
+    // the input gradient is a transposed conv of the stored padded output gradient, not a sum over windows
+    const xg = new Tensor(new Float32Array(2 * 3 * 8 * 8), { device: 'JS', requiresGrad: true });
+    const y = xg.reshape([2, 3, 8, 8]).conv2d(w);
+    // (2 kernels: 2 y stored padded, the transposed conv; the sum over windows took 4)
+    expect(count(Tensor.gradient(y.mul(y).sum(), [xg])[0]!)).toBe(2);
     expect(count(x.maxPool2d(2))).toBe(1);
     expect(count(x.avgPool2d(3, { stride: 1, padding: 1 }))).toBe(1);
   });

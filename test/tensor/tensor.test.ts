@@ -318,6 +318,27 @@ describe('store or recompute, layouts', () => {
         expect(got).toBeCloseTo(sum, 3);
       }
   });
+
+  it('a cheap operand is read through such a copy too, which computes it once', () => {
+    // the same sum of relu(g) (1 op, not worth a store of its own): the copy with c innermost computes it
+    const [gData, hData] = [values(4 * 16 * 6, 4), values(4 * 8 * 6, 5)];
+    const g = new Tensor(gData, { device: 'JS' }).reshape([4, 16, 6]);
+    const h = new Tensor(hData, { device: 'JS' }).reshape([4, 8, 6]);
+    const out = g
+      .relu()
+      .reshape([4, 16, 1, 6])
+      .mul(h.reshape([4, 1, 8, 6]))
+      .sum([0, 3]);
+    expect(scheduleOf([out]).kernels.length).toBe(2); // relu(g) with c innermost, the sum
+    for (const [c, row] of (out.tolist() as number[][]).entries())
+      for (const [k, v] of row.entries()) {
+        let sum = 0;
+        for (let n = 0; n < 4; n++)
+          for (let l = 0; l < 6; l++)
+            sum += Math.max(0, gData[(n * 16 + c) * 6 + l]!) * hData[(n * 8 + k) * 6 + l]!;
+        expect(v).toBeCloseTo(sum, 3);
+      }
+  });
 });
 
 describe('assign', () => {
