@@ -107,8 +107,21 @@ const textEncoder = new TextEncoder();
 let sha256Buf = new Uint8Array(256);
 const HEX = Array.from({ length: 256 }, (_, i) => i.toString(16).padStart(2, '0'));
 
+/** The platform's own SHA-256 with the same digests, where it has one (src/node.ts: Node's). */
+let nativeSha256: ((text: string) => string) | undefined;
+/** @internal Hashes with `hash` from now on: it must give sha256's digests (64 lowercase hex digits). */
+export function useNativeSha256(hash: (text: string) => string): void {
+  nativeSha256 = hash;
+}
+
 /** SHA-256 of a string's UTF-8 bytes, as 64 hex digits: a content key that is the same in every process. */
 export function sha256(text: string): string {
+  if (nativeSha256 !== undefined) return nativeSha256(text);
+  return sha256Js(text);
+}
+
+/** sha256 in JS, for platforms without a native one (a browser's is asynchronous). */
+export function sha256Js(text: string): string {
   // the message, padded, in a reused buffer (content keys hash millions of short strings)
   const need = Math.ceil((text.length * 3 + 9) / 64) * 64;
   if (sha256Buf.length < need) sha256Buf = new Uint8Array(need);

@@ -1,13 +1,18 @@
 // What Node adds to the browser-safe library: its devices (CPU, DISK), and BEAM results and lowered kernels
 // kept on disk.
-import { createHash } from 'node:crypto';
+import * as crypto from 'node:crypto';
 import { readdirSync, readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { beamStore } from './codegen/opt/search.ts';
 import { loweringStore } from './engine/compile.ts';
+import { useNativeSha256 } from './helpers.ts';
 import { readCachedText, writeCachedText } from './runtime/diskcache.ts';
 import './runtime/node.ts';
+
+// content keys hash many short strings: Node's one-shot native hash (20.12 on) takes 0.4 us for what the JS one
+// takes 1.6, and 16 us for 20 KB against 170 (the same digests)
+if (typeof crypto.hash === 'function') useNativeSha256((text) => crypto.hash('sha256', text));
 
 // BEAM's results outlive the process in the disk cache, beside the kernels
 beamStore.read = (key) => readCachedText(key, '.beam.json');
@@ -18,7 +23,7 @@ let code: string | undefined;
 function codeVersion(): string {
   if (code === undefined) {
     const root = dirname(fileURLToPath(import.meta.url));
-    const hash = createHash('sha256');
+    const hash = crypto.createHash('sha256');
     for (const file of (readdirSync(root, { recursive: true }) as string[]).sort())
       if (/\.[cm]?[jt]s$/.test(file)) hash.update(file).update(readFileSync(join(root, file)));
     code = hash.digest('hex');
@@ -26,6 +31,7 @@ function codeVersion(): string {
   return code;
 }
 
-const loweredKey = (key: string) => createHash('sha256').update(codeVersion()).update(key).digest('hex');
+const loweredKey = (key: string) =>
+  crypto.createHash('sha256').update(codeVersion()).update(key).digest('hex');
 loweringStore.read = (key) => readCachedText(loweredKey(key), '.lowered.json');
 loweringStore.write = (key, text) => writeCachedText(loweredKey(key), '.lowered.json', text);

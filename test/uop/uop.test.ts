@@ -6,6 +6,7 @@ import { runInNewContext } from 'node:vm';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { AddrSpace, type DType, dtypes } from '../../src/dtype.ts';
+import { sha256, sha256Js } from '../../src/helpers.ts';
 import { RECENT } from '../../src/uop/intern.ts';
 import { type ArgOf, AxisType, GroupOp, Ops } from '../../src/uop/ops.ts';
 import { UOp } from '../../src/uop/uop.ts';
@@ -168,6 +169,21 @@ describe('content key', () => {
     expect(a.withTag('').key).not.toBe(a.key);
     const b = UOp.buffer(1, float32, [4]);
     expect(a.add(b).key).not.toBe(b.add(a).key);
+  });
+
+  it("hashes as the JS SHA-256 does where Node's native one serves (src/node.ts)", () => {
+    const abc = 'ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad';
+    expect(sha256('abc')).toBe(abc);
+    expect(sha256Js('abc')).toBe(abc);
+    for (const text of [
+      '',
+      'héllo ☃ 𝄞',
+      'x'.repeat(55),
+      'x'.repeat(56),
+      'y'.repeat(20_000),
+      Object.values(keysOf(keyGraph())).join(),
+    ])
+      expect(sha256(text)).toBe(sha256Js(text));
   });
 
   it('is the same in another process, where ids differ', async () => {
