@@ -111,33 +111,34 @@ for (const device of DEVICES) {
 
 describe('what a realized value keeps for autograd', () => {
   const JS = 'JS';
+  const inUse = () => memoryStats(JS).bytesInUse;
   it('keeps the buffers its graph reads while it lives, and no longer', async () => {
     const w = new Tensor(new Float32Array(64).fill(0.5), { device: JS, requiresGrad: true });
-    await settle();
-    const base = memoryStats(JS).bytesInUse;
+    await settle(inUse);
+    const base = inUse();
     let y: Tensor | undefined = (() => {
       const x = new Tensor(new Float32Array(5000).fill(2), { device: JS });
       return x.reshape([5000, 1]).mul(w).sum(0).realize();
     })();
-    await settle();
+    await settle(inUse);
     // x's 20000 bytes stay: y's gradient needs them
     expect(memoryStats(JS).bytesInUse).toBe(base + 20000 + 256);
     y.backward(Tensor.onesLike(y));
     expect(data(w.grad!)).toEqual(new Array(64).fill(10000));
     w.grad = undefined;
     y = undefined;
-    await settle();
+    await settle(inUse);
     expect(memoryStats(JS).bytesInUse).toBe(base);
   });
 
   it('keeps nothing for a value no gradient can flow through', async () => {
-    await settle();
-    const base = memoryStats(JS).bytesInUse;
+    await settle(inUse);
+    const base = inUse();
     const y = (() => {
       const x = new Tensor(new Float32Array(5000).fill(2), { device: JS });
       return x.sum().realize();
     })();
-    await settle();
+    await settle(inUse);
     expect(memoryStats(JS).bytesInUse).toBe(base + 4);
     expect(y.item()).toBe(10000);
   });
