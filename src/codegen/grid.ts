@@ -160,9 +160,11 @@ function shareSlots(share: UOp, threads: readonly UOp[]): UOp[] {
 
 const isGroupAxis = (r: UOp) => rangeArg(r).type === AxisType.GROUP_REDUCE;
 
-/** Bytes of LOCAL memory the kernel's reduces over GROUP_REDUCE axes store their shares in, one buffer each. */
-export function groupShareBytes(ast: UOp): number {
-  const ranges = kernelRanges(ast);
+/**
+ * Bytes of LOCAL memory the kernel's reduces over GROUP_REDUCE axes store their shares in, one buffer each
+ * (`ranges`: the kernel's, kernelRanges).
+ */
+export function groupShareBytes(ast: UOp, ranges: readonly UOp[]): number {
   if (!ranges.some(isGroupAxis)) return 0;
   const threads = ranges.filter((r) => rangeArg(r).type === AxisType.LOCAL);
   let bytes = 0;

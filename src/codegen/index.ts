@@ -147,7 +147,7 @@ export function lowerKernel(ast: UOp, opts: LowerOptions = {}): LoweredKernel {
   if (tensorCores && target.grid?.matrixLoads) k = matrixLoads(k);
   if (tensorCores) k = vectorNeighbours(k);
   // after the passes that read a tile's plain row-major addresses
-  k = swizzleLocals(k);
+  if (applied.some((o) => o.op === 'STAGE' && o.swizzle)) k = swizzleLocals(k);
   if (target.grid !== undefined) k = gridIndices(k, target.grid);
   const linear = ifBlocks(linearize(k));
   verifyStage(linear, 'linear');

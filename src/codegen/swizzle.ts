@@ -70,6 +70,5 @@ const rules = new PatternMatcher<Placed>([
 
 /** The kernel with its swizzled LOCAL buffers' addresses placed by their layout. */
 export function swizzleLocals(k: UOp): UOp {
-  if (!k.toposort().some((u) => u.op === Ops.PARAM && u.argOf(Ops.PARAM).swizzle !== undefined)) return k;
   return graphRewrite(k, rules, { name: 'swizzled tiles', ctx: new Set() });
 }

@@ -302,8 +302,9 @@ function apply(ast: UOp, o: Opt, target: Target): UOp {
  */
 export function applyOpts(ast: UOp, opts: readonly Opt[], target: Target = CPU_TARGET): UOp {
   let noLocals = false;
-  return opts.reduce((k, o, i) => {
-    const ranges = kernelRanges(k);
+  let k = ast;
+  let ranges = kernelRanges(k);
+  for (const [i, o] of opts.entries()) {
     const why =
       i > 0 && opts[i - 1]!.op === 'STAGE'
         ? 'STAGE must be the last opt'
@@ -311,14 +312,15 @@ export function applyOpts(ast: UOp, opts: readonly Opt[], target: Target = CPU_T
     if (why !== undefined)
       throw new Error(`opt ${printOpt(o)} is illegal: ${why}; kernel axes: ${describeAxes(ranges)}`);
     if (o.op === 'NOLOCALS') noLocals = true;
-    const next = apply(k, o, target);
+    k = apply(k, o, target);
+    ranges = kernelRanges(k);
     // a split of a LOCAL, UPCAST or GROUP_REDUCE axis multiplies the slots GROUP_REDUCE shares take
     const local = target.grid?.localBytes;
-    const shares = local === undefined || o.op !== 'SPLIT' ? 0 : groupShareBytes(next);
+    const shares = local === undefined || o.op !== 'SPLIT' ? 0 : groupShareBytes(k, ranges);
     if (shares > local!)
       throw new Error(
-        `opt ${printOpt(o)} is illegal: its GROUP_REDUCE shares take ${shares} bytes of local memory, more than the target's ${local}; kernel axes: ${describeAxes(kernelRanges(next))}`,
+        `opt ${printOpt(o)} is illegal: its GROUP_REDUCE shares take ${shares} bytes of local memory, more than the target's ${local}; kernel axes: ${describeAxes(ranges)}`,
       );
-    return next;
-  }, ast);
+  }
+  return k;
 }
