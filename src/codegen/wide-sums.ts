@@ -6,7 +6,7 @@
 // reuses its loads (matmul, conv) keeps float32, as BLAS does. A loop with no divisor to chunk by adds every
 // value in float64. A GPU group's combine of its threads' shares (LOCAL memory, at most GROUP_SHARES of them)
 // keeps float32: each share is a partial sum already, and the wide copies of a thread's register tile held a
-// double per output (beautiful_mnist's 5x5 weight gradient, 80 outputs a thread: 255 registers, 205 without).
+// double per output (beautiful_mnist's 5x5 weight gradient, 80 outputs a thread: 255 registers, 128 without).
 import { AddrSpace, dtypes } from '../dtype.ts';
 import { AxisType, Ops } from '../uop/ops.ts';
 import { graphRewrite, PatternMatcher, substitute, UPat } from '../uop/pattern.ts';
