@@ -231,3 +231,40 @@ export function groupReduces(ast: UOp): UOp {
   };
   return graphRewrite(ast, groupRules, { ctx, name: 'group reduces' });
 }
+
+/** The LOCAL buffer a plain STORE writes, if it writes one. */
+function localTarget(store: UOp): UOp | undefined {
+  if (store.op !== Ops.STORE || store.arg !== null) return undefined;
+  const at = store.src[0]!;
+  return at.op === Ops.INDEX && at.src[0]!.addrspace === AddrSpace.LOCAL ? at.src[0]! : undefined;
+}
+
+const sameRanges = (a: ReadonlySet<UOp>, b: ReadonlySet<UOp>) =>
+  a.size === b.size && [...a].every((r) => b.has(r));
+
+/**
+ * The kernel with one BARRIER for the shares of a register tile: expanded, each UPCAST copy of a group's reduce
+ * stored its share and waited at its own BARRIER (80 a thread for a 4 x 4 x 5 tile). Barriers after plain stores
+ * to one LOCAL buffer in the same loops become one after all of them, where no such store needs a load that one
+ * of them orders (a later copy's share never reads an earlier copy's combine).
+ */
+export function oneShareBarrier(ast: UOp): UOp {
+  const byBuffer = new Map<UOp, UOp[]>();
+  for (const u of ast.toposort()) {
+    if (u.op !== Ops.BARRIER || u.arg !== null || u.src.length !== 1) continue;
+    const buffer = localTarget(u.src[0]!);
+    if (buffer !== undefined) byBuffer.set(buffer, [...(byBuffer.get(buffer) ?? []), u]);
+  }
+  const to = new Map<UOp, UOp>();
+  for (const barriers of byBuffer.values()) {
+    if (barriers.length < 2) continue;
+    const stores = barriers.map((b) => b.src[0]!);
+    const scope = rangesOf(stores[0]!);
+    if (!stores.every((s) => sameRanges(rangesOf(s), scope))) continue;
+    const waited = new Set(barriers);
+    if (stores.some((s) => s.toposort().some((x) => waited.has(x)))) continue;
+    const one = UOp.make(Ops.BARRIER, stores);
+    for (const b of barriers) to.set(b, one);
+  }
+  return to.size ? substitute(ast, to) : ast;
+}

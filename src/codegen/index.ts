@@ -12,7 +12,7 @@ import { decompose } from './decompose.ts';
 import { expandRanges, laneRange } from './expand.ts';
 import { dropTrueGates, simplifyGatedAddresses } from './gates.ts';
 import { gatherLoads } from './gather.ts';
-import { gridIndices, groupReduces, outputsToGlobal } from './grid.ts';
+import { gridIndices, groupReduces, oneShareBarrier, outputsToGlobal } from './grid.ts';
 import { ifBlocks } from './if-blocks.ts';
 import { matrixLoads } from './ldmatrix.ts';
 import { linearize } from './linearize.ts';
@@ -140,6 +140,7 @@ export function lowerKernel(ast: UOp, opts: LowerOptions = {}): LoweredKernel {
   if (typeof vectorized === 'string' && DEBUG.value >= 4)
     console.log(`${kernelName(named)}: scalar copies: ${vectorized}`);
   k = dropTrueGates(typeof vectorized === 'string' ? expandRanges(k) : vectorized);
+  if (target.grid !== undefined) k = oneShareBarrier(k);
   // a tensor-core kernel's vectors are its WMMA operands and STAGE's copies, whose addresses the renderer reads
   if (tensorCores) k = canonicalAddresses(k);
   k = reduceToAccumulators(k, target.grid !== undefined);

@@ -4,8 +4,10 @@
 // ones), for one conversion and one wide add per chunk: 16 adds per float32 accumulator, as numpy's pairwise
 // sum has (8 accumulators over blocks of 128). Streaming means each element is read once: a sum of products that
 // reuses its loads (matmul, conv) keeps float32, as BLAS does. A loop with no divisor to chunk by adds every
-// value in float64.
-import { dtypes } from '../dtype.ts';
+// value in float64. A GPU group's combine of its threads' shares (LOCAL memory, at most GROUP_SHARES of them)
+// keeps float32: each share is a partial sum already, and the wide copies of a thread's register tile held a
+// double per output (beautiful_mnist's 5x5 weight gradient, 80 outputs a thread: 255 registers, 128 without).
+import { AddrSpace, dtypes } from '../dtype.ts';
 import { AxisType, Ops } from '../uop/ops.ts';
 import { graphRewrite, PatternMatcher, substitute, UPat } from '../uop/pattern.ts';
 import { UOp } from '../uop/uop.ts';
@@ -13,6 +15,8 @@ import { rangesOf } from './scope.ts';
 
 /** Accumulators that add at most this many values in turn keep float32 (a chunk of a long sum is this long). */
 const CHUNK = 16;
+/** A group's combine of at most this many shares keeps float32 (the heuristics' largest group: 64 threads). */
+const GROUP_SHARES = 64;
 
 const sizeOf = (r: UOp) => (r.src[0]!.op === Ops.CONST ? Number(r.src[0]!.constValue) : undefined);
 
@@ -34,6 +38,10 @@ function streams(r: UOp): boolean {
   return true;
 }
 
+/** A GPU group's combine: its value is a load of the shares its threads stored in LOCAL memory. */
+const combinesShares = (r: UOp) =>
+  r.src[0]!.op === Ops.LOAD && r.src[0]!.src[0]!.addrspace === AddrSpace.LOCAL;
+
 interface Ctx {
   nextId: number;
 }
@@ -43,7 +51,8 @@ function widen(r: UOp, ctx: Ctx): UOp | undefined {
     return undefined;
   const [value, ...ranges] = r.src as [UOp, ...UOp[]];
   const loops = ranges.filter((x) => x.argOf(Ops.RANGE).type === AxisType.REDUCE);
-  if (chainLength(loops) <= CHUNK || !streams(r)) return undefined;
+  const chain = chainLength(loops);
+  if (chain <= CHUNK || (chain <= GROUP_SHARES && combinesShares(r)) || !streams(r)) return undefined;
   // the innermost loop splits into chunks; the unrolled copies stay with the outer sum, so each copy (and each
   // vector lane) has its own float32 chunk accumulator
   const inner = loops.reduce((a, b) => (b.argOf(Ops.RANGE).id > a.argOf(Ops.RANGE).id ? b : a));

@@ -10,6 +10,7 @@ import { renderSIMT } from '../../src/renderer/simt.ts';
 import { DeviceBuffer } from '../../src/runtime/buffer.ts';
 import { Device } from '../../src/runtime/device.ts';
 import { countSectors, type LoadSectors } from '../../src/runtime/simt.ts';
+import type { Kernel } from '../../src/schedule/rangeify.ts';
 import { Tensor } from '../../src/tensor/index.ts';
 import { AxisType } from '../../src/uop/ops.ts';
 
@@ -18,6 +19,19 @@ function perKernel(loads: readonly LoadSectors[]): LoadSectors[][] {
   const by = new Map<string, LoadSectors[]>();
   for (const l of loads) by.set(l.kernel, [...(by.get(l.kernel) ?? []), l]);
   return [...by.values()];
+}
+
+/** A kernel's output on SIMT with the given opts, its inputs small integers: every order of the sums is exact. */
+function runWith(k: Kernel, opts: readonly Opt[]): number[] {
+  const { name, linear } = lowerKernel(k.ast, { opts, target: targetOf(Device.get(device)) });
+  const backend = Device.get(device);
+  const bufs = k.bufs.map((b, slot) => {
+    const n = (b.shape as number[]).reduce((a, d) => a * d, 1);
+    const data = Float32Array.from({ length: n }, (_, i) => (slot === 0 ? 0 : ((i * 7 + slot) % 11) - 5));
+    return new DeviceBuffer(backend, n, b.dtype).copyin(data);
+  });
+  backend.compile(name, renderSIMT(name, linear)).run(bufs);
+  return Array.from(bufs[0]!.copyout() as Float32Array);
 }
 
 describe('sector counts on SIMT', () => {
@@ -136,6 +150,54 @@ describe('sector counts on SIMT', () => {
     expect(opts).toContain(',3,UPCAST)');
   });
 
+  it("a conv weight gradient over a relu'd input tiles 8 output channels x 2 input channels: each relu serves 8", () => {
+    // beautiful_mnist's 5x5 one: the activation (relu(x + b), computed) read by every output channel, the
+    // gradient (stored) by every input channel; 4 x 4 tiles computed 20 relus a step for 80 products, 8 x 2 do 10
+    const grad = (b: number, ci: number, h: number, co: number) => {
+      const x = Tensor.empty([b, ci, h, h], { device }).add(Tensor.empty([1, ci, 1, 1], { device }));
+      const w = Tensor.empty([co, ci, 5, 5], { device }).requiresGrad_();
+      const y = x.relu().conv2d(w);
+      y.backward(Tensor.empty(y.shape as number[], { device }));
+      return scheduleOf([w.grad!]).kernels;
+    };
+    const opts = grad(512, 32, 24, 32).map((k) =>
+      printOpts(lowerKernel(k.ast, { target: targetOf(Device.get(device)) }).opts),
+    );
+    const products = opts.find((o) => o.includes(',GROUP_REDUCE)'));
+    expect(products, opts.join('\n')).toBeDefined();
+    for (const tile of [',8,UPCAST)', ',2,UPCAST)', ',5,UPCAST)']) expect(products).toContain(tile);
+    // the same tiles on a kernel small enough to run: (co 16, ci 8, ky 5, kx 5, y 8, x 8), x shared by 8 threads
+    const [k] = grad(1, 8, 12, 16);
+    const upcast = (axis: number, factor: number): Opt => ({
+      op: 'SPLIT',
+      axis,
+      factor,
+      target: AxisType.UPCAST,
+    });
+    const tiled: Opt[] = [
+      { op: 'SPLIT', axis: 5, factor: 8, target: AxisType.GROUP_REDUCE },
+      upcast(3, 5),
+      upcast(1, 2),
+      upcast(0, 8),
+    ];
+    const want = runWith(k!, []);
+    expect(want.some((v) => v !== 0)).toBe(true);
+    expect(runWith(k!, tiled)).toEqual(want);
+  });
+
+  it("beautiful_mnist's last conv takes its columns and rows whole as threads: a warp shares each weight", () => {
+    // 6 x 6 outputs, float2 lanes along x: 3 columns and 6 rows, which no LOCAL factor divides; threads along
+    // the output channels read their own weights 576 floats apart (16 sectors a request; 6 at most now)
+    const x = Tensor.empty([512, 64, 8, 8], { device }).add(Tensor.empty([1, 64, 1, 1], { device }));
+    const y = x.relu().conv2d(Tensor.empty([64, 64, 3, 3], { device }));
+    const [k] = scheduleOf([y]).kernels;
+    const opts = lowerKernel(k!.ast, { target: targetOf(Device.get(device)) }).opts;
+    expect(opts, printOpts(opts)).toContainEqual({ op: 'SPLIT', axis: 4, factor: 3, target: AxisType.LOCAL });
+    const loads = countSectors(() => y.realize(), { groups: 2, trips: 2 });
+    expect(loads.length).toBeGreaterThanOrEqual(3);
+    for (const l of loads) expect(l.sectors / l.requests, `${l.kernel}:${l.pc}`).toBeLessThanOrEqual(8);
+  });
+
   it('a conv weight gradient behind BatchNorm and relu tiles its window kx whole: each computed gradient serves 5', () => {
     // beautiful_mnist's 5x5 one: the gradient (math on loads) read by every window position; the activation
     // (a load) by every output channel
@@ -199,21 +261,9 @@ describe('sector counts on SIMT', () => {
       target: AxisType.LOCAL,
     });
     const tiled = [upcast(3, 4), upcast(2, 2), upcast(1, 4), local(3, 2), local(1, 8), local(0, 2)];
-    // small integers: every order of the sums is exact
-    const run = (opts: readonly Opt[]) => {
-      const { name, linear } = lowerKernel(k!.ast, { opts, target: targetOf(Device.get(device)) });
-      const backend = Device.get(device);
-      const bufs = k!.bufs.map((b, slot) => {
-        const n = (b.shape as number[]).reduce((a, d) => a * d, 1);
-        const data = Float32Array.from({ length: n }, (_, i) => (slot === 0 ? 0 : ((i * 7 + slot) % 11) - 5));
-        return new DeviceBuffer(backend, n, b.dtype).copyin(data);
-      });
-      backend.compile(name, renderSIMT(name, linear)).run(bufs);
-      return Array.from(bufs[0]!.copyout() as Float32Array);
-    };
-    const want = run([]);
+    const want = runWith(k!, []);
     expect(want.some((v) => v !== 0)).toBe(true);
-    expect(run(tiled)).toEqual(want);
+    expect(runWith(k!, tiled)).toEqual(want);
   });
 
   it("a conv's input gradient behind relu is a transposed conv: 4 input channels by 4 positions a thread", () => {

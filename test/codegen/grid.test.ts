@@ -6,6 +6,9 @@ import { CPU_TARGET, type Opt, type Target } from '../../src/codegen/opt/opts.ts
 import { dtypes } from '../../src/dtype.ts';
 import { scheduleOf } from '../../src/engine/realize.ts';
 import { Context } from '../../src/helpers.ts';
+import { renderSIMT } from '../../src/renderer/simt.ts';
+import { DeviceBuffer } from '../../src/runtime/buffer.ts';
+import { Device } from '../../src/runtime/device.ts';
 import { Tensor } from '../../src/tensor/index.ts';
 import { AxisType, Ops } from '../../src/uop/ops.ts';
 
@@ -108,6 +111,11 @@ describe('GPU-style kernels on SIMT', () => {
       ramp([1, 2, 6, 6], d)
         .div(40)
         .conv2d(ramp([4, 2, 3, 3], d).div(90), undefined, { padding: 1 }),
+    // 5 x 5 outputs, which no LOCAL factor divides: columns and rows whole as threads (80 a group)
+    'conv with odd widths': (d) =>
+      ramp([2, 3, 7, 7], d)
+        .div(40)
+        .conv2d(ramp([16, 3, 3, 3], d).div(90)),
     'max and where': (d) => {
       const x = ramp([5, 24], d).sin();
       return x.eq(x.max(1, true)).where(x, 0);
@@ -149,6 +157,52 @@ describe('GROUP_REDUCE on SIMT', () => {
     const open = linear.src.slice(0, linear.src.indexOf(global[0]!)).filter((u) => u.op === Ops.IF);
     expect(open).toHaveLength(1);
     expect(open[0]!.src[0]!.toposort().some((u) => u.op === Ops.SPECIAL && u.arg === 'lidx0')).toBe(true);
+  });
+});
+
+describe("GROUP_REDUCE over a thread's register tile", () => {
+  // a matmul's k shared by 16 threads, each thread 4 x 2 outputs: 8 shares a thread
+  const tile: Opt[] = [
+    { op: 'SPLIT', axis: 2, factor: 16, target: AxisType.GROUP_REDUCE },
+    { op: 'SPLIT', axis: 1, factor: 2, target: AxisType.UPCAST },
+    { op: 'SPLIT', axis: 0, factor: 4, target: AxisType.UPCAST },
+  ];
+  const matmul = (d: string, k: number) =>
+    Tensor.empty([8, k], { device: d }).matmul(Tensor.empty([k, 8], { device: d }));
+  const linearOf = (t: Tensor, opts: Opt[]) => {
+    const { kernels } = scheduleOf([t]);
+    return lowerKernel(kernels[0]!.ast, { target: gpu, opts }).linear;
+  };
+
+  it('stores all its shares, then waits at one BARRIER; the sums equal unoptimized ones (SIMT finds no race)', () => {
+    const ops = linearOf(matmul('SIMT', 64), tile).src.map((u) => u.op);
+    expect(ops.filter((o) => o === Ops.BARRIER)).toHaveLength(1);
+    // integer operands: every order of the sums is exact
+    const [k] = scheduleOf([matmul('SIMT', 64)]).kernels;
+    const run = (opts: Opt[]) => {
+      const { name, linear } = lowerKernel(k!.ast, { target: gpu, opts });
+      const backend = Device.get('SIMT');
+      const bufs = k!.bufs.map((b, slot) => {
+        const n = (b.shape as number[]).reduce((a, d) => a * d, 1);
+        const data = Float32Array.from({ length: n }, (_, i) => (slot === 0 ? 0 : ((i * 7 + slot) % 11) - 5));
+        return new DeviceBuffer(backend, n, b.dtype).copyin(data);
+      });
+      backend.compile(name, renderSIMT(name, linear)).run(bufs);
+      return Array.from(bufs[0]!.copyout() as Float32Array);
+    };
+    const want = run([]);
+    expect(want.some((v) => v !== 0)).toBe(true);
+    expect(run(tile)).toEqual(want);
+  });
+
+  it('adds the shares in float32: each is a partial sum (at most 64 of them; a longer combine adds in float64)', () => {
+    const wide = (k: number, group: number) =>
+      linearOf(matmul('SIMT', k), [
+        { op: 'SPLIT', axis: 2, factor: group, target: AxisType.GROUP_REDUCE },
+      ]).src.some((u) => u.dtype.base === dtypes.float64);
+    expect(wide(64, 32)).toBe(false);
+    expect(wide(128, 64)).toBe(false);
+    expect(wide(256, 128)).toBe(true);
   });
 });
 

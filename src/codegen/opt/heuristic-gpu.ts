@@ -74,7 +74,7 @@ const GROUP_FACTORS = [64, 32, 16, 8];
 /**
  * GPU workgroups. Few outputs over a long reduction: the threads of a group share the reduction (GROUP_REDUCE
  * of the innermost reduce axis long enough). Then LOCAL splits of up to three output axes, innermost first (neighbouring threads
- * access neighbouring memory), within the threads left.
+ * access neighbouring memory), within the threads left; an axis no LOCAL factor divides whole where it is nearby.
  */
 function workgroups(ast: UOp, target: Target): Opt[] {
   const opts: Opt[] = [];
@@ -105,16 +105,21 @@ function workgroups(ast: UOp, target: Target): Opt[] {
     ranges = kernelRanges(applyOpts(ast, opts, target));
   }
   // a split adds a range after the one split, so going from the innermost axis outwards keeps axis numbers;
-  // a second pass fills the group where the first left it small (one output axis: 32 threads, then 4 x 32)
+  // a second pass fills the group where the first left it small (one output axis: 32 threads, then 4 x 32).
+  // An axis no LOCAL factor divides is taken whole where a warp along it stays near every load (nearby), but
+  // not beside a GROUP_REDUCE: its threads are laid out for the reduce, and its tiles take a window whole after
+  const loads = globalLoads(ast);
+  const grouped = ranges.some((r) => rangeArg(r).type === AxisType.GROUP_REDUCE);
   let made = 0;
   for (let pass = 0; pass < 2 && threads < most; pass++)
     for (let axis = ranges.length - 1; axis >= 0 && made < 3; axis--) {
       const n = constSize(ranges[axis]!);
       if (rangeArg(ranges[axis]!).type !== AxisType.GLOBAL || n === undefined) continue;
-      const factor = dividing(
-        n,
-        LOCAL_FACTORS.filter((f) => f <= budget()),
-      );
+      const factor =
+        dividing(
+          n,
+          LOCAL_FACTORS.filter((f) => f <= budget()),
+        ) ?? (!grouped && n > 1 && n <= budget() && nearby(loads, ranges[axis]!) ? n : undefined);
       if (factor === undefined) continue;
       opts.push({ op: 'SPLIT', axis, factor, target: AxisType.LOCAL });
       threads *= factor;
@@ -123,6 +128,19 @@ function workgroups(ast: UOp, target: Target): Opt[] {
     }
   return opts;
 }
+
+/**
+ * Whether a warp's threads along r stay within a line of every global load (a stride under 32 elements, or none).
+ * A conv's columns and rows left beside its lanes (5 of 20 after float4, 3 of 6 after float2, 6 rows) are such
+ * axes: threads along them read neighbouring inputs and share each weight, where threads along the output
+ * channels read their own weights 576 floats apart (16 sectors a request). Taken whole as threads, on the H100:
+ * beautiful_mnist's last conv 0.71 -> 0.29 ms, its second 1.10 -> 0.78 (bench/steps_gpu.ts, one call).
+ */
+const nearby = (loads: readonly UOp[], r: UOp) =>
+  loads.every((l) => {
+    const s = stride(address(l), r);
+    return s !== undefined && Math.abs(s) < WARP_THREADS;
+  });
 
 const SHARED_AXES: ReadonlySet<AxisType> = new Set([AxisType.WARP, AxisType.GROUP_REDUCE]);
 
@@ -243,6 +261,8 @@ const whole = (ranges: readonly UOp[], axis: number) => ({ axis, factor: constSi
  * on an H100 (beautiful_mnist's 5x5 one: 6.3 ms, 2.6 ms with co x ci tiles of 4 x 4). Each value of a factor
  * serves every window position of the other too: the innermost window axis only the other reads is tiled whole
  * (that kernel's kx: 2.53 -> 1.88 ms on an H200 while its gradient was computed; now stored, see storeOperands).
+ * Where one factor is computed (a relu'd activation) and the other loaded, the tile is 8 x 2 instead of 4 x 4
+ * (8 along an axis only the load reads): beautiful_mnist's 5x5 one on the H100, 0.715 -> 0.69 ms.
  */
 function sidedTiles(ast: UOp, groups: number): Opt[] {
   const sides = productOperands(ast);
@@ -250,13 +270,26 @@ function sidedTiles(ast: UOp, groups: number): Opt[] {
   const ranges = kernelRanges(ast);
   const axes = [onlyAxis(ranges, sides[0], sides[1], quad), onlyAxis(ranges, sides[1], sides[0], quad)];
   if (axes.some((a) => a < 0)) return [];
+  // a computed factor beside a loaded one: the same 16 outputs as 8 along an axis only the load reads and 2
+  // along the computed one's, so that each computed value serves 8 products and a step loads 18 values, not 24
+  const factors = [GPU_TILE, GPU_TILE];
+  const computed = sides.findIndex((side) => !isLoad(side));
+  const loaded = 1 - computed;
+  const wide = (n: number) => n % (2 * GPU_TILE) === 0;
+  const long =
+    computed < 0 || !isLoad(sides[loaded]!) ? -1 : onlyAxis(ranges, sides[loaded]!, sides[computed]!, wide);
+  if (long >= 0) {
+    axes[loaded] = long;
+    factors[loaded] = 2 * GPU_TILE;
+    factors[computed] = GPU_TILE / 2;
+  }
   // one window at most: two would hold GPU_TILE^2 x 49 sums a thread
   const windows = sides
     .map((side, i) => onlyAxis(ranges, sides[1 - i]!, side, window, axes))
     .filter((a) => a >= 0)
     .slice(0, 1);
   return upcasts([
-    ...axes.map((axis) => ({ axis, factor: GPU_TILE })),
+    ...axes.map((axis, i) => ({ axis, factor: factors[i]! })),
     ...windows.map((a) => whole(ranges, a)),
   ]);
 }
