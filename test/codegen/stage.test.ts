@@ -298,27 +298,40 @@ describe('STAGE on SIMT', () => {
       { op: 'SPLIT', axis: 6, factor: 2, target: AxisType.UNROLL },
       { op: 'STAGE', axis: 6, depth: 2, swizzle: true },
     ];
-    // 128 x 128 blocks at 4096 (1024 of them) and at 8192; K by 32 where 4 buffers fit, else by 16
+    // 128 x 128 blocks at 4096 (1024 of them) and at 8192, in bands of 16 rows; K by 32 where 4 buffers fit,
+    // else by 16
+    const raster = { op: 'RASTER', rows: 16 };
     for (const n of [4096, 8192])
       expect(lowerKernel(matmul(n, n, n, dtypes.float16).ast, { target: big }).opts).toEqual([
         ...block,
+        raster,
         ...k32,
       ]);
     expect(lowerKernel(matmul(4096, 4096, 4096, dtypes.float16).ast, { target }).opts).toEqual([
       ...block,
+      raster,
       { op: 'STAGE', axis: 6, depth: 2, swizzle: true },
+    ]);
+    // 24 rows of M tiles, which 16 does not divide: row by row
+    expect(lowerKernel(matmul(3072, 1024, 4096, dtypes.float16).ast, { target: big }).opts).toEqual([
+      ...block,
+      ...k32,
     ]);
     // too few blocks to fill the GPU: the 64 x 128 synchronous default
     expect(lowerKernel(matmul(1024, 1024, 1024, dtypes.float16).ast, { target: big }).opts.at(-1)).toEqual({
       op: 'STAGE',
       axis: 5,
     });
-    // the big block's kernel on SIMT: the unstaged bits
-    const k = matmul(128, 64, 128, dtypes.float16);
+    // the big block's kernel on SIMT: the unstaged bits; in bands of 2 of 4 rows of 2 blocks, each block once
+    const k = matmul(512, 32, 256, dtypes.float16);
     const opts = block as Opt[];
-    expect(run(k, [...opts, { op: 'STAGE', axis: 6, depth: 2, swizzle: true }]).values).toEqual(
-      run(k, opts).values,
-    );
+    const staged = run(k, [
+      ...opts,
+      { op: 'RASTER', rows: 2 },
+      { op: 'STAGE', axis: 6, depth: 2, swizzle: true },
+    ]);
+    expect(staged.cuda).toMatch(/launch grid 8 1 1 /);
+    expect(staged.values).toEqual(run(k, opts).values);
   });
 
   it('refuses STAGE with a reason: no local memory, not last, not a reduce, no threads, tiles too big', () => {

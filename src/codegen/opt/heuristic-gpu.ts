@@ -377,6 +377,12 @@ const STAGE_DEPTH = 2;
  * Workgroups a big block's grid keeps at least (two a multiprocessor of a 132-SM H100); fewer take the default.
  */
 const BIG_GROUPS = 264;
+/**
+ * Rows of M tiles a band of a big block's grid takes (RASTER), where they divide M's: the 264 blocks an H100 runs
+ * together are then 16 x 16.5 tiles, reading 33 panels of A and B, where row by row they read 41 at 4096^3 (8.25
+ * rows of 32) and 69 at 8192^3 (4.1 rows of 64).
+ */
+const RASTER_ROWS = 16;
 
 /**
  * Big tensor-core matmuls on a GPU with asynchronous copies: 128 x 128 blocks of 4 warps, every warp 64 x 64
@@ -399,17 +405,17 @@ function bigBlocks(ast: UOp, tc: Opt, work: number, target: Target): Opt[] {
   ];
   const staged: Opt = { op: 'STAGE', axis: 6, depth: STAGE_DEPTH, swizzle: true };
   const unroll: Opt = { op: 'SPLIT', axis: 6, factor: STAGE_TILES, target: AxisType.UNROLL };
+  const raster: Opt = { op: 'RASTER', rows: RASTER_ROWS };
   for (const opts of [
     [...block, unroll, staged],
     [...block, staged],
   ]) {
     try {
       const k = applyOpts(ast, opts, target);
-      const grid = kernelRanges(k).reduce(
-        (n, r) => (rangeArg(r).type === AxisType.GLOBAL ? n * (constSize(r) ?? 1) : n),
-        1,
-      );
-      if (grid >= BIG_GROUPS) return opts;
+      const global = kernelRanges(k).filter((r) => rangeArg(r).type === AxisType.GLOBAL);
+      if (global.reduce((n, r) => n * (constSize(r) ?? 1), 1) < BIG_GROUPS) continue;
+      const banded = global.length === 2 && (constSize(global[0]!) ?? 0) % RASTER_ROWS === 0;
+      return banded ? [...block, raster, ...opts.slice(block.length)] : opts;
     } catch {
       // a factor that does not divide its axis, or tiles too big for local memory
     }
