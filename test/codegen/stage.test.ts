@@ -4,7 +4,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { lowerKernel } from '../../src/codegen/index.ts';
-import type { Opt } from '../../src/codegen/opt/opts.ts';
+import type { Opt, Target } from '../../src/codegen/opt/opts.ts';
 import { allocStorage, type DType, dtypes, readElement, writeElement } from '../../src/dtype.ts';
 import { targetOf } from '../../src/engine/compile.ts';
 import { scheduleOf } from '../../src/engine/realize.ts';
@@ -298,27 +298,20 @@ describe('STAGE on SIMT', () => {
       { op: 'SPLIT', axis: 6, factor: 2, target: AxisType.UNROLL },
       { op: 'STAGE', axis: 6, depth: 2, swizzle: true },
     ];
-    // 128 x 128 blocks at 4096 (1024 of them) and at 8192, in bands of 16 rows; K by 32 where 4 buffers fit,
-    // else by 16
-    const raster = { op: 'RASTER', rows: 16 };
-    for (const n of [4096, 8192])
-      expect(lowerKernel(matmul(n, n, n, dtypes.float16).ast, { target: big }).opts).toEqual([
-        ...block,
-        raster,
-        ...k32,
-      ]);
-    expect(lowerKernel(matmul(4096, 4096, 4096, dtypes.float16).ast, { target }).opts).toEqual([
+    // 128 x 128 blocks at 4096 (1024 of them, rows of 32) and at 8192 (rows of 64 in bands of 16); K by 32 where
+    // 4 buffers fit, else by 16
+    const chosen = (m: number, k: number, n: number, t: Target = big) =>
+      lowerKernel(matmul(m, k, n, dtypes.float16).ast, { target: t }).opts;
+    expect(chosen(4096, 4096, 4096)).toEqual([...block, ...k32]);
+    expect(chosen(8192, 8192, 8192)).toEqual([...block, { op: 'RASTER', rows: 16 }, ...k32]);
+    // 24 rows of M tiles, which 16 does not divide: row by row
+    expect(chosen(3072, 1024, 8192)).toEqual([...block, ...k32]);
+    expect(chosen(4096, 4096, 4096, target)).toEqual([
       ...block,
-      raster,
       { op: 'STAGE', axis: 6, depth: 2, swizzle: true },
     ]);
-    // 24 rows of M tiles, which 16 does not divide: row by row
-    expect(lowerKernel(matmul(3072, 1024, 4096, dtypes.float16).ast, { target: big }).opts).toEqual([
-      ...block,
-      ...k32,
-    ]);
     // too few blocks to fill the GPU: the 64 x 128 synchronous default
-    expect(lowerKernel(matmul(1024, 1024, 1024, dtypes.float16).ast, { target: big }).opts.at(-1)).toEqual({
+    expect(chosen(1024, 1024, 1024).at(-1)).toEqual({
       op: 'STAGE',
       axis: 5,
     });
