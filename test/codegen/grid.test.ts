@@ -88,7 +88,7 @@ describe('grid lowering', () => {
       "rows 4 must be an integer of at least 2 that divides the outer GLOBAL axis's 6",
     );
     expect(illegal(ramp([2, 3, 4], 'SIMT').add(1), [raster(2)])).toThrow(
-      'it orders two GLOBAL axes, not 3, of constant sizes of at least 2; kernel axes: 0:g2 1:g3 2:g4',
+      'it orders exactly two GLOBAL axes, of constant sizes of at least 2; kernel axes: 0:g2 1:g3 2:g4',
     );
     const local: Opt = { op: 'SPLIT', axis: 1, factor: 5, target: AxisType.LOCAL };
     expect(illegal(ramp([6, 5], 'SIMT').add(1), [raster(3), local])).toThrow(

@@ -380,8 +380,9 @@ const BIG_GROUPS = 264;
 /**
  * Rows of M tiles a band of a big block's grid takes (RASTER), where they divide M's and the grid's rows are at
  * least RASTER_FROM tiles long: the 264 blocks an H100 runs together are then 16 x 16.5 tiles, reading 33 panels
- * of A and B, where row by row at 8192^3 they read 69 (4.1 rows of 64): fp16 382 -> 397 TFLOP/s, bf16 392 and
- * 392. At 4096^3 (8.25 rows of 32 tiles, 41 panels; A and B nearly fit the 50 MB L2) fp16 370 -> 358-362.
+ * of A and B, where row by row at 8192^3 they read 69 (4.1 rows of 64): on the H100 (bench/gemm.ts, events, one
+ * run each) fp16 382 -> 397 TFLOP/s, bf16 392 and 392; at 4096^3 (8.25 rows of 32, 41 panels; A and B nearly fit
+ * the 50 MB L2) fp16 370 -> 358 and 362, so rows that short stay row by row.
  */
 const RASTER_ROWS = 16;
 const RASTER_FROM = 64;

@@ -35,7 +35,8 @@ export type Opt =
   /**
    * The grid's two GLOBAL axes (outer, inner) run as one dimension of workgroups in bands of `rows` outer
    * indices, down each band's column before the next (src/codegen/grid.ts): the workgroups a GPU runs together
-   * then read a squarer set of a matmul's A rows and B columns, which L2 keeps. The GLOBAL axes stay as they are.
+   * then read a squarer set of a matmul's A rows and B columns, which L2 keeps. No opt after it changes a GLOBAL
+   * axis.
    */
   | { op: 'RASTER'; rows: number };
 
@@ -245,7 +246,7 @@ function rasterIllegal(o: Extract<Opt, { op: 'RASTER' }>, k: Kernel): string | u
   if (k.raster) return 'RASTER came earlier already';
   const global = k.ranges.filter((r) => rangeArg(r).type === GLOBAL);
   if (global.length !== 2 || global.some((r) => (constSize(r) ?? 0) < 2))
-    return `it orders ${global.length === 2 ? 'two GLOBAL axes' : `two GLOBAL axes, not ${global.length},`} of constant sizes of at least 2`;
+    return 'it orders exactly two GLOBAL axes, of constant sizes of at least 2';
   const outer = constSize(global[0]!)!;
   if (!Number.isInteger(o.rows) || o.rows < 2 || outer % o.rows !== 0)
     return `rows ${o.rows} must be an integer of at least 2 that divides the outer GLOBAL axis's ${outer}`;
