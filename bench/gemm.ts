@@ -28,7 +28,8 @@ const TC: Opt = { op: 'TC', axis: 2, tc: -1, opt: 0, mode: 1 };
  * previous default (4 x 16 a thread from global memory) plus K by 8, staged; `f32block128x64` is registerBlocks'
  * 128 x 64 block (8 x 4 a thread) where the default at 4096^3 is 128 x 128 (H200: 39.6 against 38.8 TFLOP/s).
  * A suffix `.aD` (`default.a1`, `block128w64.a2`) copies the tiles asynchronously, D iterations ahead (cp.async);
- * `.k16` drops the UNROLL of K first (16 a tile, so that deeper pipelines fit in 48 KB); `.swz` swizzles the
+ * `.k16` drops the UNROLL of K first (16 a tile, so that deeper pipelines fit in 48 KB); `.rN` launches the blocks
+ * in bands of N rows of M tiles (RASTER; `.r0` row by row, the default's bands dropped); `.swz` swizzles the
  * tiles, `.pad` pads them instead (the default's big blocks swizzle).
  */
 const VARIANTS: Record<string, Opt[]> = {
@@ -107,7 +108,10 @@ const bufs = [0, 1, 2].map((i) => {
   return i === 0 ? b : b.copyin(inputs[i - 1]!);
 });
 
-/** A variant's opts with its suffixes: `.k16` without the UNROLL, `.aD` staged D iterations ahead, `.swz`/`.pad`. */
+/**
+ * A variant's opts with its suffixes: `.k16` without the UNROLL, `.rN` in bands of N rows, `.aD` staged D iterations
+ * ahead, `.swz`/`.pad`.
+ */
 function variant(list: string): readonly Opt[] {
   const [name, ...suffixes] = list.split('.');
   let opts = name === 'default' ? lowerKernel(k.ast, { target }).opts : VARIANTS[name!]!;
@@ -119,6 +123,10 @@ function variant(list: string): readonly Opt[] {
         (o) => o.op === 'SPLIT' && o.target === 'UNROLL' && o.axis === stage.axis,
       );
       opts = [...opts.slice(0, unroll), ...opts.slice(unroll + 1)];
+    } else if (s.startsWith('r')) {
+      const rows = Number(s.slice(1));
+      const plain = opts.filter((o) => o.op !== 'RASTER');
+      opts = rows ? [...plain.slice(0, -1), { op: 'RASTER', rows }, plain.at(-1)!] : plain;
     } else if (s === 'swz' || s === 'pad') opts = [...opts.slice(0, -1), { ...stage, swizzle: s === 'swz' }];
     else opts = [...opts.slice(0, -1), { ...stage, depth: Number(s.slice(1)) }];
   }

@@ -93,12 +93,28 @@ function fitsOuterDims(ranges: readonly UOp[], most: number): boolean {
   return second !== undefined && third !== undefined && second <= most && third <= most;
 }
 
-/** The kernel with its GLOBAL and LOCAL ranges read from SPECIAL workgroup and thread indices. */
-export function gridIndices(ast: UOp, grid?: Grid): UOp {
+/**
+ * Two GLOBAL ranges (outer, inner) read from one workgroup index g that walks bands of `rows` outer indices (the
+ * RASTER opt): band g / (rows * inner), down its column (g % (rows * inner)) / rows, at row g % rows of it.
+ */
+function raster([outer, inner]: readonly UOp[], rows: number, to: Map<UOp, UOp>): void {
+  const band = rows * constSize(inner!)!;
+  const g = UOp.make(Ops.SPECIAL, [UOp.index(constSize(outer!)! * constSize(inner!)!)], 'gidx0');
+  to.set(outer!, g.idiv(band).mul(rows).add(g.mod(rows)));
+  to.set(inner!, g.mod(band).idiv(rows));
+}
+
+/**
+ * The kernel with its GLOBAL and LOCAL ranges read from SPECIAL workgroup and thread indices; the GLOBAL ones in
+ * bands of `rows` (RASTER) where given.
+ */
+export function gridIndices(ast: UOp, grid?: Grid, rows?: number): UOp {
   const to = new Map<UOp, UOp>();
   const byId = (a: UOp, b: UOp) => a.argOf(Ops.RANGE).id - b.argOf(Ops.RANGE).id;
   const global = rangesOfType(ast, AxisType.GLOBAL).sort(byId);
-  specials(global, 'gidx', to, fitsOuterDims(global, grid?.maxOuterGroups ?? MAX_OUTER_GROUPS) ? DIMS : 1);
+  if (rows !== undefined) raster(global, rows, to);
+  else
+    specials(global, 'gidx', to, fitsOuterDims(global, grid?.maxOuterGroups ?? MAX_OUTER_GROUPS) ? DIMS : 1);
   // a GROUP_REDUCE axis is a thread of the group too; a WARP axis (TC's lanes) is dimension 0 whole, so that its
   // 32 threads are the consecutive thread ids a warp is made of
   specials(

@@ -149,7 +149,8 @@ export function lowerKernel(ast: UOp, opts: LowerOptions = {}): LoweredKernel {
   if (tensorCores) k = vectorNeighbours(k);
   // after the passes that read a tile's plain row-major addresses
   if (applied.some((o) => o.op === 'STAGE' && o.swizzle)) k = swizzleLocals(k);
-  if (target.grid !== undefined) k = gridIndices(k, target.grid);
+  const rows = applied.find((o) => o.op === 'RASTER')?.rows;
+  if (target.grid !== undefined) k = gridIndices(k, target.grid, rows);
   const linear = ifBlocks(linearize(k));
   verifyStage(linear, 'linear');
   return {

@@ -80,6 +80,22 @@ describe('grid lowering', () => {
     ]);
   });
 
+  it('lays two GLOBAL axes out as one dimension in bands (RASTER), and refuses what it cannot order', () => {
+    const raster = (rows: number): Opt => ({ op: 'RASTER', rows });
+    expect(lowered(ramp([6, 5], 'SIMT').add(1), [raster(2)]).specials).toEqual([['gidx0', 30]]);
+    const illegal = (t: Tensor, opts: Opt[]) => () => lowered(t, opts);
+    expect(illegal(ramp([6, 5], 'SIMT').add(1), [raster(4)])).toThrow(
+      "rows 4 must be an integer of at least 2 that divides the outer GLOBAL axis's 6",
+    );
+    expect(illegal(ramp([2, 3, 4], 'SIMT').add(1), [raster(2)])).toThrow(
+      'it orders exactly two GLOBAL axes, of constant sizes of at least 2; kernel axes: 0:g2 1:g3 2:g4',
+    );
+    const local: Opt = { op: 'SPLIT', axis: 1, factor: 5, target: AxisType.LOCAL };
+    expect(illegal(ramp([6, 5], 'SIMT').add(1), [raster(3), local])).toThrow(
+      'RASTER came earlier, so the GLOBAL axes stay',
+    );
+  });
+
   it('refuses more threads in a workgroup than the target has', () => {
     const { kernels } = scheduleOf([ramp([512, 2], 'SIMT').add(1)]);
     const opts: Opt[] = [

@@ -4,7 +4,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { lowerKernel } from '../../src/codegen/index.ts';
-import type { Opt } from '../../src/codegen/opt/opts.ts';
+import type { Opt, Target } from '../../src/codegen/opt/opts.ts';
 import { allocStorage, type DType, dtypes, readElement, writeElement } from '../../src/dtype.ts';
 import { targetOf } from '../../src/engine/compile.ts';
 import { scheduleOf } from '../../src/engine/realize.ts';
@@ -287,41 +287,44 @@ describe('STAGE on SIMT', () => {
 
   it('is chosen 2 iterations ahead in big blocks where the GPU copies asynchronously and the grid stays full', () => {
     const big = { ...target, grid: { ...target.grid!, localBytes: 227 * 1024 } };
-    const block = (warpsN: number) => [
+    const block = [
       { op: 'TC', axis: 2, tc: 0, opt: 0, mode: 1 },
       { op: 'SPLIT', axis: 1, factor: 8, target: AxisType.UPCAST },
       { op: 'SPLIT', axis: 0, factor: 4, target: AxisType.UPCAST },
-      { op: 'SPLIT', axis: 2, factor: warpsN, target: AxisType.LOCAL },
+      { op: 'SPLIT', axis: 2, factor: 2, target: AxisType.LOCAL },
       { op: 'SPLIT', axis: 0, factor: 2, target: AxisType.LOCAL },
     ];
     const k32 = [
       { op: 'SPLIT', axis: 6, factor: 2, target: AxisType.UNROLL },
       { op: 'STAGE', axis: 6, depth: 2, swizzle: true },
     ];
-    // 128 x 128 blocks at 4096 (1024 of them), 128 x 256 at 8192; K by 32 where 4 buffers fit, else by 16
-    expect(lowerKernel(matmul(4096, 4096, 4096, dtypes.float16).ast, { target: big }).opts).toEqual([
-      ...block(2),
-      ...k32,
-    ]);
-    expect(lowerKernel(matmul(8192, 8192, 8192, dtypes.float16).ast, { target: big }).opts).toEqual([
-      ...block(4),
-      ...k32,
-    ]);
-    expect(lowerKernel(matmul(4096, 4096, 4096, dtypes.float16).ast, { target }).opts).toEqual([
-      ...block(2),
+    // 128 x 128 blocks at 4096 (1024 of them, rows of 32) and at 8192 (rows of 64 in bands of 16); K by 32 where
+    // 4 buffers fit, else by 16
+    const chosen = (m: number, k: number, n: number, t: Target = big) =>
+      lowerKernel(matmul(m, k, n, dtypes.float16).ast, { target: t }).opts;
+    expect(chosen(4096, 4096, 4096)).toEqual([...block, ...k32]);
+    expect(chosen(8192, 8192, 8192)).toEqual([...block, { op: 'RASTER', rows: 16 }, ...k32]);
+    // 24 rows of M tiles, which 16 does not divide: row by row
+    expect(chosen(3072, 1024, 8192)).toEqual([...block, ...k32]);
+    expect(chosen(4096, 4096, 4096, target)).toEqual([
+      ...block,
       { op: 'STAGE', axis: 6, depth: 2, swizzle: true },
     ]);
     // too few blocks to fill the GPU: the 64 x 128 synchronous default
-    expect(lowerKernel(matmul(1024, 1024, 1024, dtypes.float16).ast, { target: big }).opts.at(-1)).toEqual({
+    expect(chosen(1024, 1024, 1024).at(-1)).toEqual({
       op: 'STAGE',
       axis: 5,
     });
-    // the big block's kernel on SIMT: the unstaged bits
-    const k = matmul(128, 64, 128, dtypes.float16);
-    const opts = block(2) as Opt[];
-    expect(run(k, [...opts, { op: 'STAGE', axis: 6, depth: 2, swizzle: true }]).values).toEqual(
-      run(k, opts).values,
-    );
+    // the big block's kernel on SIMT: the unstaged bits; in bands of 2 of 4 rows of 2 blocks, each block once
+    const k = matmul(512, 32, 256, dtypes.float16);
+    const opts = block as Opt[];
+    const staged = run(k, [
+      ...opts,
+      { op: 'RASTER', rows: 2 },
+      { op: 'STAGE', axis: 6, depth: 2, swizzle: true },
+    ]);
+    expect(staged.cuda).toMatch(/launch grid 8 1 1 /);
+    expect(staged.values).toEqual(run(k, opts).values);
   });
 
   it('refuses STAGE with a reason: no local memory, not last, not a reduce, no threads, tiles too big', () => {

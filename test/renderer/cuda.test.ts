@@ -2,6 +2,7 @@
 // shared reductions) compile with nvcc for sm_90 where nvcc is installed (CI's image has it).
 import { describe, expect, it } from 'vitest';
 import { lowerKernel } from '../../src/codegen/index.ts';
+import type { Opt } from '../../src/codegen/opt/opts.ts';
 import { dtypes } from '../../src/dtype.ts';
 import { targetOf } from '../../src/engine/compile.ts';
 import { scheduleOf } from '../../src/engine/realize.ts';
@@ -9,6 +10,7 @@ import { Context } from '../../src/helpers.ts';
 import { renderCUDA } from '../../src/renderer/c.ts';
 import { Device } from '../../src/runtime/device.ts';
 import { Tensor } from '../../src/tensor/index.ts';
+import { AxisType } from '../../src/uop/ops.ts';
 import { hasNvcc, nvccCompile } from './nvcc.ts';
 
 // the SIMT device's target: workgroups, vector types and NVIDIA's tensor cores (tf32 too)
@@ -108,17 +110,25 @@ describe('CUDA renderer', () => {
   });
 
   it('asks for two blocks a multiprocessor for 256 threads without tensor cores (128 registers a thread)', () => {
-    const bounds = (t: Tensor, target = gpu) => {
-      const { name, linear } = lowerKernel(scheduleOf([t]).kernels.at(-1)!.ast, { target });
+    const bounds = (t: Tensor, target = gpu, opts?: Opt[]) => {
+      const { name, linear } = lowerKernel(scheduleOf([t]).kernels.at(-1)!.ast, { target, opts });
       return /__launch_bounds__\(([^)]*)\)/.exec(renderCUDA(name, linear))![1];
     };
     // float32 register blocks: 16 x 16 threads of 8 x 8 sums (src/codegen/opt/register-blocks.ts)
     expect(bounds(x([1024, 1024]).matmul(x([1024, 1024])))).toBe('256, 2');
     expect(bounds(x([6, 40]).mul(2))).toMatch(/^\d+$/);
-    // tensor cores keep their registers: 8 warps of an H100's big block (227 KB of shared memory)
+    // tensor cores keep their registers: 8 warps of 64 x 64 (a 128 x 256 block; 227 KB of shared memory)
     const h100 = { ...gpu, grid: { ...gpu.grid!, maxThreads: 1024, localBytes: 232448 } };
-    const half = () => Tensor.empty([8192, 8192], { device: 'SIMT', dtype: dtypes.float16 });
-    expect(bounds(half().matmul(half()), h100)).toBe('256');
+    const half = () => Tensor.empty([1024, 1024], { device: 'SIMT', dtype: dtypes.float16 });
+    const block: Opt[] = [
+      { op: 'TC', axis: 2, tc: -1, opt: 0, mode: 1 },
+      { op: 'SPLIT', axis: 1, factor: 8, target: AxisType.UPCAST },
+      { op: 'SPLIT', axis: 0, factor: 4, target: AxisType.UPCAST },
+      { op: 'SPLIT', axis: 2, factor: 4, target: AxisType.LOCAL },
+      { op: 'SPLIT', axis: 0, factor: 2, target: AxisType.LOCAL },
+      { op: 'STAGE', axis: 6, depth: 2, swizzle: true },
+    ];
+    expect(bounds(half().matmul(half()), h100, block)).toBe('256');
   });
 
   it('loads and stores aligned vectors whole, and computes them lane by lane through operators', () => {

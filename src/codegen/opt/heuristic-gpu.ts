@@ -374,49 +374,54 @@ function stage(ast: UOp, work: number, target: Target): Opt[] {
 const STAGE_DEPTH = 2;
 
 /**
- * Big blocks for tensor-core matmuls on GPUs with asynchronous copies, largest first, each where the grid keeps
- * at least `groups` workgroups (two to four a multiprocessor of a 132-SM H100): 128 x 256 (8 warps) or 128 x
- * 128 (4 warps), every warp 64 x 64 (4 x 8 WMMAs: 128 bytes of fragment loads a WMMA where 4 x 4 needs 192),
- * after TC's axes (M tiles, N tiles, K tiles, the warp).
+ * Workgroups a big block's grid keeps at least (two a multiprocessor of a 132-SM H100); fewer take the default.
  */
-const BIG_BLOCKS: readonly { warpsN: number; groups: number }[] = [
-  { warpsN: 4, groups: 528 },
-  { warpsN: 2, groups: 264 },
-];
+const BIG_GROUPS = 264;
+/**
+ * Rows of M tiles a band of a big block's grid takes (RASTER), where they divide M's and the grid's rows are at
+ * least RASTER_FROM tiles long: the 264 blocks an H100 runs together are then 16 x 16.5 tiles, reading 33 panels
+ * of A and B, where row by row at 8192^3 they read 69 (4.1 rows of 64): on the H100 (bench/gemm.ts, events, one
+ * run each) fp16 382 -> 397 TFLOP/s, bf16 392 and 392; at 4096^3 (8.25 rows of 32, 41 panels; A and B nearly fit
+ * the 50 MB L2) fp16 370 -> 358 and 362, so rows that short stay row by row.
+ */
+const RASTER_ROWS = 16;
+const RASTER_FROM = 64;
 
 /**
- * Big tensor-core matmuls on a GPU with asynchronous copies: a big block (BIG_BLOCKS), K by STAGE_TILES WMMA
- * steps staged STAGE_DEPTH iterations ahead (K by one step where those tiles do not fit the local memory), in
- * swizzled tiles. On an H200, fp16 4096^3: 314 TFLOP/s against 225 for the 64 x 128 synchronous default; 8192^3
- * 335 against 242. Swizzled rather than padded tiles (one run): 4096^3 360 and 356 against 310 and 316, 8192^3
- * 347 against 330.
+ * Big tensor-core matmuls on a GPU with asynchronous copies: 128 x 128 blocks of 4 warps, every warp 64 x 64
+ * (4 x 8 WMMAs: 128 bytes of fragment loads a WMMA where 4 x 4 needs 192), after TC's axes (M tiles, N tiles,
+ * K tiles, the warp); K by STAGE_TILES WMMA steps staged STAGE_DEPTH iterations ahead (K by one step where those
+ * tiles do not fit the local memory), in swizzled tiles; where the grid keeps BIG_GROUPS workgroups. On an H200,
+ * fp16 4096^3: 314 TFLOP/s against 225 for the 64 x 128 synchronous default; swizzled rather than padded tiles
+ * 360 against 310. 128 x 256 blocks of 8 warps (one a multiprocessor: 230 registers a thread) wait at their
+ * BARRIERs with no other block to run: on the H100, fp16 8192^3 333 TFLOP/s against 384 for 128 x 128, 4096^3
+ * 314 against 365 (bench/gemm.ts, events; deeper pipelines or K by 64 gained nothing beyond noise).
  */
 function bigBlocks(ast: UOp, tc: Opt, work: number, target: Target): Opt[] {
   if (work < STAGE_FROM || !target.grid?.asyncCopies) return [];
-  for (const { warpsN, groups } of BIG_BLOCKS) {
-    const block: Opt[] = [
-      tc,
-      { op: 'SPLIT', axis: 1, factor: 8, target: AxisType.UPCAST },
-      { op: 'SPLIT', axis: 0, factor: 4, target: AxisType.UPCAST },
-      { op: 'SPLIT', axis: 2, factor: warpsN, target: AxisType.LOCAL },
-      { op: 'SPLIT', axis: 0, factor: 2, target: AxisType.LOCAL },
-    ];
-    const staged: Opt = { op: 'STAGE', axis: 6, depth: STAGE_DEPTH, swizzle: true };
-    const unroll: Opt = { op: 'SPLIT', axis: 6, factor: STAGE_TILES, target: AxisType.UNROLL };
-    for (const opts of [
-      [...block, unroll, staged],
-      [...block, staged],
-    ]) {
-      try {
-        const k = applyOpts(ast, opts, target);
-        const grid = kernelRanges(k).reduce(
-          (n, r) => (rangeArg(r).type === AxisType.GLOBAL ? n * (constSize(r) ?? 1) : n),
-          1,
-        );
-        if (grid >= groups) return opts;
-      } catch {
-        // a factor that does not divide its axis, or tiles too big for local memory
-      }
+  const block: Opt[] = [
+    tc,
+    { op: 'SPLIT', axis: 1, factor: 8, target: AxisType.UPCAST },
+    { op: 'SPLIT', axis: 0, factor: 4, target: AxisType.UPCAST },
+    { op: 'SPLIT', axis: 2, factor: 2, target: AxisType.LOCAL },
+    { op: 'SPLIT', axis: 0, factor: 2, target: AxisType.LOCAL },
+  ];
+  const staged: Opt = { op: 'STAGE', axis: 6, depth: STAGE_DEPTH, swizzle: true };
+  const unroll: Opt = { op: 'SPLIT', axis: 6, factor: STAGE_TILES, target: AxisType.UNROLL };
+  const raster: Opt = { op: 'RASTER', rows: RASTER_ROWS };
+  for (const opts of [
+    [...block, unroll, staged],
+    [...block, staged],
+  ]) {
+    try {
+      const k = applyOpts(ast, opts, target);
+      const global = kernelRanges(k).filter((r) => rangeArg(r).type === AxisType.GLOBAL);
+      if (global.reduce((n, r) => n * (constSize(r) ?? 1), 1) < BIG_GROUPS) continue;
+      const [rows, cols] = global.map((r) => constSize(r) ?? 0);
+      const banded = global.length === 2 && rows! % RASTER_ROWS === 0 && cols! >= RASTER_FROM;
+      return banded ? [...block, raster, ...opts.slice(block.length)] : opts;
+    } catch {
+      // a factor that does not divide its axis, or tiles too big for local memory
     }
   }
   return [];

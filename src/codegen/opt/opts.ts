@@ -31,7 +31,14 @@ export type Opt =
    * copies asynchronously, that many iterations ahead (on targets with asyncCopies); 0 or none: synchronously.
    * `swizzle` lays 16-bit tiles out unpadded and XOR-swizzled where their rows are a power of two of 16-byte chunks.
    */
-  | { op: 'STAGE'; axis: number; depth?: number; swizzle?: boolean };
+  | { op: 'STAGE'; axis: number; depth?: number; swizzle?: boolean }
+  /**
+   * The grid's two GLOBAL axes (outer, inner) run as one dimension of workgroups in bands of `rows` outer
+   * indices, down each band's column before the next (src/codegen/grid.ts): the workgroups a GPU runs together
+   * then read a squarer set of a matmul's A rows and B columns, which L2 keeps. No opt after it changes a GLOBAL
+   * axis.
+   */
+  | { op: 'RASTER'; rows: number };
 
 /** A GPU's grid of workgroups: output axes run as workgroups (GLOBAL) and as threads of one (LOCAL). */
 export interface Grid {
@@ -87,6 +94,8 @@ export function printOpt(o: Opt): string {
       return 'NOLOCALS';
     case 'TC':
       return `TC(${o.axis},${o.tc},${o.opt},${o.mode})`;
+    case 'RASTER':
+      return `RASTER(${o.rows})`;
     case 'STAGE': {
       const depth = o.depth || o.swizzle ? [o.depth ?? 0] : [];
       return `STAGE(${[o.axis, ...depth, ...(o.swizzle ? ['swizzle'] : [])].join(',')})`;
@@ -144,7 +153,14 @@ interface Kernel {
   first: boolean;
   /** NOLOCALS came earlier in the list */
   noLocals: boolean;
+  /** RASTER came earlier in the list */
+  raster: boolean;
 }
+
+const isGlobal = (k: Kernel, axis: number) => rangeArg(k.ranges[axis]!).type === GLOBAL;
+/** Why an opt on these axes is illegal after RASTER, which laid out the GLOBAL axes it found. */
+const rasterFixed = (k: Kernel, ...axes: number[]) =>
+  k.raster && axes.some((a) => isGlobal(k, a)) ? 'RASTER came earlier, so the GLOBAL axes stay' : undefined;
 
 const axisError = (k: Kernel, axis: number) =>
   Number.isInteger(axis) && k.ranges[axis] !== undefined ? undefined : `axis ${axis} does not exist`;
@@ -159,6 +175,8 @@ function splitIllegal(o: Extract<Opt, { op: 'SPLIT' }>, k: Kernel): string | und
   if (rule.local && k.target.grid === undefined)
     return `${o.target} axes need local memory, which the target does not have`;
   if (rule.local && k.noLocals) return `NOLOCALS came earlier, so no ${o.target} axis may be made`;
+  const fixed = rasterFixed(k, o.axis);
+  if (fixed !== undefined) return fixed;
   if (o.target === GROUP_REDUCE && k.ranges.some((r) => rangeArg(r).type === AxisType.WARP))
     return "GROUP_REDUCE does not share a tensor core's sums (the kernel has a WARP axis)";
   const r = k.ranges[o.axis]!;
@@ -199,6 +217,8 @@ function padIllegal(o: Extract<Opt, { op: 'PADTO' }>, k: Kernel): string | undef
   const type = rangeArg(r).type;
   if (!PADDABLE.includes(type))
     return `PADTO pads ${PADDABLE.join(', ')} axes, not ${type} (pad an axis before splitting it)`;
+  const fixed = rasterFixed(k, o.axis);
+  if (fixed !== undefined) return fixed;
   const n = constSize(r);
   if (n === undefined) return 'the axis size is symbolic';
   if (!Number.isInteger(o.multiple) || o.multiple < 2)
@@ -218,6 +238,18 @@ function swapIllegal(o: Extract<Opt, { op: 'SWAP' }>, k: Kernel): string | undef
   const [ca, cb] = [SWAP_CLASS[a], SWAP_CLASS[b]];
   if (ca === undefined || cb === undefined || ca !== cb)
     return `SWAP reorders two loop axes (GLOBAL, LOOP) or two REDUCE axes, not ${a} and ${b}`;
+  return rasterFixed(k, o.axis, o.other);
+}
+
+function rasterIllegal(o: Extract<Opt, { op: 'RASTER' }>, k: Kernel): string | undefined {
+  if (k.target.grid === undefined) return 'the target has no grid of workgroups';
+  if (k.raster) return 'RASTER came earlier already';
+  const global = k.ranges.filter((r) => rangeArg(r).type === GLOBAL);
+  if (global.length !== 2 || global.some((r) => (constSize(r) ?? 0) < 2))
+    return 'it orders exactly two GLOBAL axes, of constant sizes of at least 2';
+  const outer = constSize(global[0]!)!;
+  if (!Number.isInteger(o.rows) || o.rows < 2 || outer % o.rows !== 0)
+    return `rows ${o.rows} must be an integer of at least 2 that divides the outer GLOBAL axis's ${outer}`;
   return undefined;
 }
 
@@ -276,6 +308,8 @@ function illegal(o: Opt, k: Kernel): string | undefined {
       return tcIllegal(o, k);
     case 'STAGE':
       return stageIllegal(o, k);
+    case 'RASTER':
+      return rasterIllegal(o, k);
   }
 }
 
@@ -292,6 +326,7 @@ function apply(ast: UOp, o: Opt, target: Target): UOp {
     case 'STAGE':
       return applyStage(ast, stagePlan(ast, o.axis, o.depth ?? 0, o.swizzle ?? false) as StagePlan);
     case 'NOLOCALS': // only restricts the opts after it
+    case 'RASTER': // read where the grid is laid out (gridIndices)
       return ast;
   }
 }
@@ -302,16 +337,18 @@ function apply(ast: UOp, o: Opt, target: Target): UOp {
  */
 export function applyOpts(ast: UOp, opts: readonly Opt[], target: Target = CPU_TARGET): UOp {
   let noLocals = false;
+  let raster = false;
   let k = ast;
   let ranges = kernelRanges(k);
   for (const [i, o] of opts.entries()) {
     const why =
       i > 0 && opts[i - 1]!.op === 'STAGE'
         ? 'STAGE must be the last opt'
-        : illegal(o, { ast: k, ranges, target, first: i === 0, noLocals });
+        : illegal(o, { ast: k, ranges, target, first: i === 0, noLocals, raster });
     if (why !== undefined)
       throw new Error(`opt ${printOpt(o)} is illegal: ${why}; kernel axes: ${describeAxes(ranges)}`);
     if (o.op === 'NOLOCALS') noLocals = true;
+    if (o.op === 'RASTER') raster = true;
     k = apply(k, o, target);
     ranges = kernelRanges(k);
     // a split of a LOCAL, UPCAST or GROUP_REDUCE axis multiplies the slots GROUP_REDUCE shares take
