@@ -425,6 +425,7 @@ export class Tensor {
    * tensors draw at creation).
    */
   static deferredInit(value: Tensor): Tensor {
+    checkTensor('Tensor.deferredInit', 'the value', value);
     const buf = newBuffer(value.shape, value.dtype, value.device);
     const t = new Tensor(UOp.make(Ops.AFTER, [buf, UOp.make(Ops.STORE, [buf, value.uop])]), {
       device: value.device,
