@@ -380,7 +380,7 @@ describe('deferred initial values', () => {
     expect(y.uop.toposort().some((u) => u.op === Ops.STORE)).toBe(false);
   });
 
-  it('a disposed deferred tensor is never computed', () => {
+  it('drops a disposed deferred tensor from the pending ones: computing the rest does not touch it', () => {
     const t = Tensor.deferredInit(Tensor.ones([2]));
     t.dispose();
     expect(() => Tensor.realizeDeferred()).not.toThrow();
