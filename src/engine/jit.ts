@@ -88,6 +88,8 @@ export function jit<A extends Tensor[], R extends Tensor | readonly Tensor[]>(
       outs[0]?.realize(...outs.slice(1));
       return r;
     }
+    // deferred initial values (parameters) are written once, before the capture, never on replay
+    Tensor.realizeDeferred();
     let r: R | undefined;
     const { launches, buffers, written } = recordLaunches(() => {
       r = f(...args);

@@ -4,7 +4,8 @@
 // read from a buffer (one per dtype) by a second program, so structural constants (identities, decompositions,
 // a mask's 0) never leave the kernel. Kernels of one plan that differ only in their constants' values (a wide
 // sum's leaves, a cat's groups) read the values that differ between them from the start and share one program.
-// Constants whose buffers would pass the device's arguments per kernel are baked instead.
+// The start of a slice of an input (a batch out of a data set, callify.ts) is always read at run time: a loop
+// over batches compiles once. Constants whose buffers would pass the device's arguments per kernel are baked instead.
 import { AddrSpace, type ConstValue, type DType, dtypes, toStorage } from '../dtype.ts';
 import { ContextVar } from '../helpers.ts';
 import { DeviceBuffer } from '../runtime/buffer.ts';
@@ -16,8 +17,14 @@ import { UOp } from '../uop/uop.ts';
 /** 0 bakes every constant into its kernel (a compile per new value): for comparison and debugging. */
 export const LIFT = new ContextVar<number>('LIFT', 1);
 
-/** Whether u is callify's placeholder for a graph's constant (its tag numbers it). */
-const isPlaceholder = (u: UOp) => u.op === Ops.CONST && typeof u.tag === 'number';
+/**
+ * Whether u is callify's placeholder for a graph's constant or for the start of a slice of an input (a variable,
+ * always read at run time: a loop over batches compiles once); its tag numbers it.
+ */
+const isPlaceholder = (u: UOp) => (u.op === Ops.CONST || u.op === Ops.PARAM) && typeof u.tag === 'number';
+const isStart = (u: UOp) => u.op === Ops.PARAM;
+/** The dtype a placeholder's value travels in: a start (an index) as int32 (callify keeps starts below 2^31). */
+const storedAs = (d: DType) => (d === dtypes.index ? dtypes.int32 : d);
 
 /** What lowers, renders and compiles a kernel AST (cached): engine/compile.ts's compileKernel on a device. */
 export type CompileKernel<K> = (ast: UOp) => K;
@@ -33,10 +40,16 @@ export function bake(ast: UOp, values: readonly ConstValue[]): UOp {
   return substitute(ast, by);
 }
 
-/** A load of element `at` of the kernel's buffer parameter `slot`, `size` elements of dtype d. */
+/** A load of element `at` of the kernel's buffer parameter `slot`, `size` elements of d's stored dtype, as d. */
 function loadOf(slot: number, d: DType, at: number, size: number): UOp {
-  const param = UOp.make(Ops.PARAM, [UOp.shapeVec([size])], { slot, dtype: d, addrspace: AddrSpace.GLOBAL });
-  return UOp.make(Ops.LOAD, [UOp.make(Ops.INDEX, [param, UOp.const(dtypes.index, at)])]);
+  const stored = storedAs(d);
+  const param = UOp.make(Ops.PARAM, [UOp.shapeVec([size])], {
+    slot,
+    dtype: stored,
+    addrspace: AddrSpace.GLOBAL,
+  });
+  const load = UOp.make(Ops.LOAD, [UOp.make(Ops.INDEX, [param, UOp.const(dtypes.index, at)])]);
+  return stored === d ? load : load.cast(d);
 }
 
 /**
@@ -140,6 +153,8 @@ interface Lifted<K> {
 /** One kernel of a plan: its AST with placeholders, and the programs it has compiled to. */
 export class KernelStep<K> {
   private readonly placeholders: UOp[];
+  /** The positions of the placeholders always read at run time: slices' starts. */
+  private readonly starts: number[];
   /** The values of its placeholders the first time it ran: the baked program's. */
   private first: ConstValue[] | undefined;
   private baked: { ast: UOp; kernel?: K } | undefined;
@@ -157,6 +172,7 @@ export class KernelStep<K> {
     private readonly device: string,
   ) {
     this.placeholders = placeholdersOf(ast.toposort());
+    this.starts = this.placeholders.flatMap((p, j) => (isStart(p) ? [j] : []));
   }
 
   get placeholderCount(): number {
@@ -210,9 +226,9 @@ export class KernelStep<K> {
     lifted.kernel ??= compile(lifted.ast);
     this.lifted = lifted;
     const extra = buffers.map(({ dtype, positions }) =>
-      new DeviceBuffer(this.device, positions.length, dtype).allocate().copyin(
+      new DeviceBuffer(this.device, positions.length, storedAs(dtype)).allocate().copyin(
         toStorage(
-          dtype,
+          storedAs(dtype),
           positions.map((j) => mine[j]!),
         ),
       ),
@@ -265,9 +281,9 @@ export class KernelStep<K> {
   ): number[] | undefined {
     const varying = this.alike?.varying(values) ?? [];
     const differs = mine.flatMap((v, j) => (Object.is(v, first[j]) ? [] : [j]));
-    if (differs.length === 0 && varying.length === 0) return undefined;
+    if (differs.length === 0 && varying.length === 0 && this.starts.length === 0) return undefined;
     const known = new Set(this.lifted?.positions);
-    const needed = [...differs, ...varying];
+    const needed = [...this.starts, ...differs, ...varying];
     if (this.lifted !== undefined && needed.every((j) => known.has(j))) return this.lifted.positions;
     return [...new Set([...known, ...needed])].sort((a, b) => a - b);
   }

@@ -36,14 +36,14 @@ function perAxis(layer: string, what: string, v: Size, n: number, min: number): 
   return list;
 }
 
-// Each tensor is realized alone at construction: equal initial values (ones, zeros) built lazily are one
-// hash-consed graph, and realized together they would share one buffer.
+// Each tensor gets a buffer of its own, written when the model is first used, with all the others
+// (Tensor.deferredInit): equal initial values (ones, zeros) are one hash-consed graph and would share one.
 function parameter(t: Tensor): Tensor {
-  t.realize();
-  t.requiresGrad = true;
-  return t;
+  const p = Tensor.deferredInit(t);
+  p.requiresGrad = true;
+  return p;
 }
-const buffer = (t: Tensor): Tensor => t.realize();
+const buffer = (t: Tensor): Tensor => Tensor.deferredInit(t);
 
 /** torch's and tinygrad's default for weights: kaiming uniform with a = sqrt(5), bound 1 / sqrt(fanIn). */
 const weightInit = (shape: readonly number[]) => parameter(Tensor.kaimingUniform(shape, Math.sqrt(5)));

@@ -12,7 +12,7 @@ function checkRange(op: string, what: string, x: number, low: number, high: numb
 
 /** A zero tensor of p's shape, in at least float32 precision, in a buffer of its own. */
 const zerosFor = (p: Tensor) =>
-  Tensor.zeros(p.shape, { dtype: promote(p.dtype, dtypes.float32), device: p.device }).realize();
+  Tensor.deferredInit(Tensor.zeros(p.shape, { dtype: promote(p.dtype, dtypes.float32), device: p.device }));
 
 /**
  * The common part: parameters, the learning rate and the step. `step()` computes every parameter's new

@@ -38,9 +38,36 @@ const isValueUse = (u: UOp, i: number): boolean =>
  */
 const placeholder = (k: number, dtype: DType) => UOp.make(Ops.CONST, [], { value: 1, dtype }, k);
 
+/** The starts a kernel reads at run time travel as int32 (engine/lift.ts). */
+const MAX_START = 2 ** 31 - 1;
+
 /**
- * Replaces the realized buffers under `roots` by PARAMs numbered in order of first appearance, and each use of a
- * float or integer constant as a value by a placeholder (engine/lift.ts gives kernels their values).
+ * Where u slices the leading axis of a stored input, seen through reshapes (a batch out of a data set): its start
+ * and the largest start it could have. That start becomes a placeholder, so a loop over batches runs one schedule
+ * and one program.
+ */
+function inputSlice(u: UOp): { start: number; max: number } | undefined {
+  if (u.op !== Ops.SHRINK) return undefined;
+  let x = u.src[0]!;
+  while (x.op === Ops.RESHAPE) x = x.src[0]!;
+  const [start] = u.src[1]!.sizes;
+  const [size] = u.src[2]!.sizes;
+  const [dim] = u.src[0]!.shape!;
+  if (x.op !== Ops.BUFFER || typeof start !== 'number' || typeof dim !== 'number' || typeof size !== 'number')
+    return undefined;
+  return size < dim && dim - size <= MAX_START ? { start, max: dim - size } : undefined;
+}
+
+/**
+ * A slice's start as a placeholder: a variable in [0, max] (every start the slice can have), so that rangeify's
+ * index math holds for any value, numbered as the constants' placeholders are.
+ */
+const startPlaceholder = (k: number, max: number) => UOp.variable('start', 0, max).withTag(k);
+
+/**
+ * Replaces the realized buffers under `roots` by PARAMs numbered in order of first appearance, each use of a
+ * float or integer constant as a value by a placeholder, and the start of a slice of an input (inputSlice) by
+ * one (engine/lift.ts gives kernels their values).
  */
 export function callify(roots: readonly UOp[]): Callified {
   const sink = UOp.sink(...roots);
@@ -65,6 +92,12 @@ export function callify(roots: readonly UOp[]): Callified {
       if (s.op === Ops.CONST && isValueDType(s.dtype) && isValueUse(u, i)) {
         r = placeholder(values.length, s.dtype);
         values.push(s.constValue);
+      } else if (i === 1 && u.op === Ops.SHRINK) {
+        const slice = inputSlice(u);
+        if (slice !== undefined) {
+          r = UOp.shapeVec([startPlaceholder(values.length, slice.max), ...s.sizes.slice(1)]);
+          values.push(slice.start);
+        }
       }
       if (r !== s && src === undefined) src = u.srcHead(i);
       src?.push(r);

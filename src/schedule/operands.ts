@@ -59,7 +59,8 @@ function paddedView(side: UOp): UOp | undefined {
 
 /**
  * The value of an index expression with every range in it given a value, computed node by node as constant
- * folding would (src/uop/alu.ts); undefined where a node is not plain arithmetic on constants and ranges.
+ * folding would (src/uop/alu.ts); undefined where a node is not plain arithmetic on constants, ranges and
+ * variables (a slice's start, callify.ts: taken at its least, as steps between addresses do not depend on it).
  */
 function evaluate(idx: UOp, values: ReadonlyMap<UOp, number>): number | undefined {
   const known = new Map<UOp, ConstValue | undefined>();
@@ -67,6 +68,8 @@ function evaluate(idx: UOp, values: ReadonlyMap<UOp, number>): number | undefine
     let v: ConstValue | undefined;
     if (u.op === Ops.CONST) v = u.constValue;
     else if (u.op === Ops.RANGE) v = values.get(u);
+    else if (u.op === Ops.PARAM && u.src.length === 3)
+      v = u.vmin; // a variable: PARAM (shape, min, max)
     else if (ALU.has(u.op) && u.dtype.count === 1) {
       const vals = u.src.map((x) => known.get(x));
       if (vals.every((x) => x !== undefined))

@@ -177,6 +177,12 @@ function checkFits(op: string, dtype: DType, values: ArrayLike<ConstValue>): voi
 const bufferOf = (u: UOp): UOp | undefined =>
   u.op === Ops.BUFFER ? u : u.op === Ops.AFTER && u.src[0]!.op === Ops.BUFFER ? u.src[0] : undefined;
 
+/**
+ * The tensors of Tensor.deferredInit whose values are not computed yet: the first read of any of them, or the
+ * next realize, computes them all (realizeDeferred).
+ */
+const deferred = new Set<Tensor>();
+
 /** @internal Every tensor that has required gradients, held weakly: backward() looks for them in the loss's graph. */
 export const gradTracked = new Set<WeakRef<Tensor>>();
 const untrack = new FinalizationRegistry<WeakRef<Tensor>>((ref) => gradTracked.delete(ref));
@@ -293,6 +299,8 @@ export class Tensor {
   private gradRef: WeakRef<Tensor> | undefined;
   /** The lazy tensor this one is a view of (movement ops over its graph): assign writes through to it. */
   private viewOf: Tensor | undefined;
+  /** Whether this tensor's value waits in `deferred` (its graph is the deferred write). */
+  private initPending = false;
 
   constructor(data: TensorData | UOp, opts: TensorOptions = {}) {
     if (data instanceof UOp) {
@@ -311,8 +319,13 @@ export class Tensor {
     noteMade(this);
   }
 
-  /** The graph this tensor stands for (a BUFFER once realized). */
+  /** The graph this tensor stands for (a BUFFER once realized); a deferred initial value is computed first. */
   get uop(): UOp {
+    if (this.initPending) Tensor.realizeDeferred();
+    return this.graph;
+  }
+  /** The graph as it is, a deferred initial value's write included: for what its shape and dtype say. */
+  private get graph(): UOp {
     if (this._uop === undefined)
       throw new Error(`${this.disposedAs}: tensor was disposed; it cannot be used after dispose()`);
     return this._uop;
@@ -344,6 +357,8 @@ export class Tensor {
   dispose(): void {
     const u = this._uop;
     if (u === undefined) return;
+    this.initPending = false;
+    deferred.delete(this);
     this.disposedAs = `Tensor (${u.shape!.join(', ')}) ${u.dtype.name} on ${this.device}`;
     // a pending assign (AFTER) writes into the tensor's own buffer, which goes too
     const buf = bufferOf(u);
@@ -372,7 +387,7 @@ export class Tensor {
     if (on && this.gradRef === undefined) {
       // a graph without buffers (zeros, ones, arange, ...) is the same node as every equal constant elsewhere
       // (hash-consing), so such a tensor gets a buffer of its own: its gradient must be its alone
-      if (!this.uop.toposort().some((u) => u.op === Ops.BUFFER)) this.realize();
+      if (!this.graph.toposort().some((u) => u.op === Ops.BUFFER)) this.realize();
       this.gradRef = new WeakRef(this);
       gradTracked.add(this.gradRef);
       untrack.register(this, this.gradRef);
@@ -385,22 +400,53 @@ export class Tensor {
   }
 
   get shape(): number[] {
-    return this.uop.shape!.map((d) => {
+    return this.graph.shape!.map((d) => {
       if (typeof d !== 'number') throw new Error('Tensor.shape: symbolic shapes are not supported yet');
       return d;
     });
   }
   get dtype(): DType {
-    return this.uop.dtype;
+    return this.graph.dtype;
   }
   get ndim(): number {
-    return this.uop.shape!.length;
+    return this.graph.shape!.length;
   }
   get numel(): number {
     return prod(this.shape);
   }
 
   // --- creation ---------------------------------------------------------------------------------------
+
+  /**
+   * A tensor in a buffer of its own that takes `value` later: when any such tensor is first read (an op, a
+   * realize, its data) or anything is realized, all of them are computed together, in one realize per
+   * device. A model's parameters and an optimizer's state are made so: one schedule and one batch of
+   * compiles for all of them instead of one each. The values are those `value` would have now (random
+   * tensors draw at creation).
+   */
+  static deferredInit(value: Tensor): Tensor {
+    checkTensor('Tensor.deferredInit', 'the value', value);
+    const buf = newBuffer(value.shape, value.dtype, value.device);
+    const t = new Tensor(UOp.make(Ops.AFTER, [buf, UOp.make(Ops.STORE, [buf, value.uop])]), {
+      device: value.device,
+    });
+    t.initPending = true;
+    deferred.add(t);
+    return t;
+  }
+  /** Computes every deferred initial value not computed yet (Tensor.deferredInit), one realize per device. */
+  static realizeDeferred(): void {
+    if (deferred.size === 0) return;
+    const byDevice = new Map<string, Tensor[]>();
+    for (const t of deferred) {
+      t.initPending = false;
+      const group = byDevice.get(t.device);
+      if (group === undefined) byDevice.set(t.device, [t]);
+      else group.push(t);
+    }
+    deferred.clear();
+    for (const [first, ...rest] of byDevice.values()) first!.realize(...rest);
+  }
 
   static full(shape: readonly number[], value: ConstValue, opts: TensorOptions = {}): Tensor {
     return filled('Tensor.full', shape, value, opts);
@@ -446,6 +492,7 @@ export class Tensor {
    * graph for backward() beside the buffer, for as long as the buffer lives.
    */
   realize(...others: Tensor[]): this {
+    Tensor.realizeDeferred();
     const tensors = [this, ...others];
     const graphs = tensors.map((t) => t.uop);
     const found =

@@ -50,6 +50,17 @@ describe('jit', () => {
     );
   });
 
+  it('writes a deferred initial value once, before the capture, not on every replay', () => {
+    const box: { t: Tensor } = { t: Tensor.zeros([2]).contiguous() };
+    const bump = jit(function bump() {
+      return box.t.assign(box.t.add(1));
+    });
+    bump();
+    box.t = Tensor.deferredInit(Tensor.full([2], 10)); // first read inside the capturing call
+    const seen = [1, 2, 3].map(() => (bump().tolist() as number[])[0]);
+    expect(seen).toEqual([11, 12, 13]);
+  });
+
   it('trains: a jitted SGD step updates the parameters in place and the loss falls', () => {
     Tensor.manualSeed(1);
     const model = new Linear(3, 1);

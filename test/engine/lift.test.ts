@@ -272,3 +272,45 @@ describe('which constants lift', () => {
     for (const k of [3, 5, 120]) expect(bytesOf(t.mul(k).add(k))).toEqual(baked(() => t.mul(k).add(k)));
   });
 });
+
+describe('slices of an input', () => {
+  for (const device of [...DEVICES, 'SIMT']) {
+    it(`a loop over batches of a stored input runs one schedule, compiled once, right at every start, on ${device}`, () => {
+      const rows = Array.from({ length: 30 }, (_, i) => i * 0.5 - 3);
+      const data = new Tensor(new Float32Array(rows), { device }).reshape([10, 3]);
+      const batch = (i: number) =>
+        data
+          .shrink([
+            [i, i + 2],
+            [0, 3],
+          ])
+          .mul(2)
+          .sum(1);
+      const want = (i: number) =>
+        [0, 1].map((r) => 2 * (rows[(i + r) * 3]! + rows[(i + r) * 3 + 1]! + rows[(i + r) * 3 + 2]!));
+      expect([...batch(0).dataSync()]).toEqual(want(0));
+      const plans = cachedPlans();
+      const n = compilesIn(() => {
+        for (const i of [2, 4, 8, 1, 0]) expect([...batch(i).dataSync()]).toEqual(want(i));
+      });
+      expect(n).toBe(0);
+      expect(cachedPlans()).toBe(plans);
+      // a slice of the slice, and every constant baked, give the same values
+      const inner = (i: number) =>
+        data
+          .shrink([
+            [i, i + 4],
+            [0, 3],
+          ])
+          .shrink([
+            [1, 3],
+            [1, 2],
+          ])
+          .reshape([2]);
+      for (const i of [0, 6]) {
+        expect([...inner(i).dataSync()]).toEqual([rows[(i + 1) * 3 + 1], rows[(i + 2) * 3 + 1]]);
+        expect(bytesOf(batch(i))).toEqual(baked(() => batch(i)));
+      }
+    });
+  }
+});

@@ -1,6 +1,7 @@
 // nn layers against plain-JS references on the JS device: forward passes, BatchNorm's modes and statistics, init bounds.
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { dtypes } from '../../src/dtype.ts';
+import { Context } from '../../src/helpers.ts';
 import {
   assign,
   BatchNorm,
@@ -329,6 +330,61 @@ describe('BatchNorm', () => {
     );
     Tensor.training = true;
     expect(() => bn.call(Tensor.ones([1, 4]))).toThrow(/1 value\(s\) per channel/);
+  });
+});
+
+describe('deferred initial values', () => {
+  /** The realize calls DEBUG=1 reports while fn runs. */
+  function realizeCalls(fn: () => void): number {
+    const log = vi.spyOn(console, 'log').mockImplementation(() => undefined);
+    try {
+      Context.with({ DEBUG: 1 }, fn);
+      return log.mock.calls.filter(([line]) => String(line).startsWith('realize:')).length;
+    } finally {
+      log.mockRestore();
+    }
+  }
+
+  it("computes a model's parameters and buffers together at the first read, as each init alone would", () => {
+    Tensor.manualSeed(7);
+    const conv = new Conv2d(2, 3, 3);
+    const bn = new BatchNorm(3);
+    const lin = new Linear(5, 3);
+    const tensors = [conv.weight, conv.bias!, bn.weight!, bn.bias!, bn.runningMean!, bn.runningVar!];
+    tensors.push(bn.numBatchesTracked!, lin.weight, lin.bias!);
+    // reading one computes all, in one realize, not one each
+    expect(realizeCalls(() => lin.bias!.realize())).toBe(1);
+    expect(tensors.every((t) => t.uop.op === Ops.BUFFER)).toBe(true);
+    // the same draws, in the same order, realized one by one
+    Tensor.manualSeed(7);
+    const alone = [
+      Tensor.kaimingUniform([3, 2, 3, 3], Math.sqrt(5)),
+      Tensor.uniform([3], -1 / Math.sqrt(18), 1 / Math.sqrt(18)),
+      Tensor.ones([3]),
+      Tensor.zeros([3]),
+      Tensor.zeros([3]),
+      Tensor.ones([3]),
+      Tensor.zeros([], { dtype: dtypes.int64 }),
+      Tensor.kaimingUniform([3, 5], Math.sqrt(5)),
+      Tensor.uniform([3], -1 / Math.sqrt(5), 1 / Math.sqrt(5)),
+    ].map((t) => data(t.realize()));
+    expect(tensors.map((t) => data(t))).toEqual(alone);
+    // equal values stay in buffers of their own
+    expect(new Set(tensors.map((t) => t.uop)).size).toBe(tensors.length);
+  });
+
+  it('builds graphs on the written buffer: a forward pass does not carry the init', () => {
+    const lin = new Linear(4, 2);
+    const y = lin.call(Tensor.ones([1, 4]));
+    expect(lin.weight.uop.op).toBe(Ops.BUFFER);
+    expect(y.uop.toposort().some((u) => u.op === Ops.STORE)).toBe(false);
+  });
+
+  it('drops a disposed deferred tensor from the pending ones: computing the rest does not touch it', () => {
+    const t = Tensor.deferredInit(Tensor.ones([2]));
+    t.dispose();
+    expect(() => Tensor.realizeDeferred()).not.toThrow();
+    expect(t.disposed).toBe(true);
   });
 });
 

@@ -295,6 +295,8 @@ const CASES: Record<string, Case> = {
   'Tensor.glorotUniform': [undefined, () => [[2, 3], {}], ['shape', 'opts']],
   'Tensor.randperm': [undefined, () => [4, {}], ['count', 'opts']],
   'Tensor.manualSeed': [undefined, () => [1], ['finite']],
+  'Tensor.deferredInit': [undefined, () => [F()], ['anytensor']],
+  'Tensor.realizeDeferred': [undefined, () => [], []],
   'Tensor.gradient': [
     undefined,
     () => {
