@@ -73,9 +73,13 @@ function canonicalAddress(idx: UOp): UOp | undefined {
   return UOp.make(Ops.ADD, [base, UOp.make(Ops.VCONST, [], { values: offsets, dtype: dtypes.index })]);
 }
 
-/** u's value in lane j: each VCONST set to its j-th value, then simplified. */
+/** A STACK of a vector value's lanes (made by lowerLanes), not one that lists a shape. */
+const laneStack = (x: UOp) => x.op === Ops.STACK && x.isVector && x.dtype !== dtypes.index;
+
+/** u's value in lane j: each VCONST set to its j-th value, each STACK of lanes to its j-th, then simplified. */
 function lane(u: UOp, j: number): UOp {
-  // an AFTER stays whole: the stores it waits for (a LOCAL tile's vector copies) are no lane of u
+  // an AFTER stays whole: the stores it waits for (a LOCAL tile's vector copies) are no lane of u; a STACK
+  // below u is a value already made of its lanes (an inner select of relu's gradient, under the outer one)
   const values = new Map(
     u
       .toposort()
@@ -84,7 +88,9 @@ function lane(u: UOp, j: number): UOp {
           ? [[x, UOp.index(laneValues(x)[j]!)] as const]
           : x.op === Ops.AFTER
             ? [[x, x] as const]
-            : [],
+            : laneStack(x)
+              ? [[x, x.src[j]!] as const]
+              : [],
       ),
   );
   return graphRewrite(substitute(u, values), symbolic, { name: 'one lane', ctx: {} });

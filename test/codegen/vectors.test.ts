@@ -151,6 +151,17 @@ describe('vector lanes (C)', () => {
     expect(out).toEqual(run(k, []).out);
   });
 
+  it("compute a select of selects by lanes (relu's gradient) and the rest as vectors", () => {
+    // where(z < 0, 0, where(z > 0, 1, 0.5)) * g: the inner select is made of its lanes first, and the outer
+    // one's lane j takes the inner one's lane j (it took the whole inner stack, a vector, and fell back to scalars)
+    const z = new Tensor(fill(8 * 8, dtypes.float32, 1), { device: 'CPU' }).reshape([8, 8]);
+    const g = new Tensor(fill(8 * 8, dtypes.float32, 2), { device: 'CPU' }).reshape([8, 8]);
+    const k = kernelOf(z.lt(0).where(0, z.gt(0).where(1, 0.5)).mul(g));
+    const { out, source } = run(k, [{ op: 'SPLIT', axis: 1, factor: 4, target: AxisType.UPCAST }]);
+    expect(source).toMatch(/tg_float4 alu\d+ = \(vec\d+\*val\d+\);/);
+    expect(out).toEqual(run(k, []).out);
+  });
+
   it('fall back to scalar copies where a vector would hold bools', () => {
     const x = new Tensor(fill(8 * 8, dtypes.float32, 1), { device: 'CPU' }).reshape([8, 8]);
     const k = kernelOf(x.gt(0));
