@@ -410,6 +410,49 @@ describe('a product no vector rule fits: conv 5x5 of a relu onto 6 x 6 (rows too
   });
 });
 
+describe("a conv's weight gradient through a relu (images loaded, the gradient computed through its mask)", () => {
+  // ranges (8 out, 2 in, 3, 3 | 4 batch, 8, 8): the 8 columns of the output rows are the lanes of the sum
+  const v = (shape: number[], k: number) =>
+    new Tensor(
+      Float32Array.from({ length: shape.reduce((a, d) => a * d, 1) }, (_, i) => ((i * k) % 9) - 4),
+      { device: 'CPU' },
+    ).reshape(shape);
+  const weightGradient = () => {
+    const w = v([8, 2, 3, 3], 5).requiresGrad_();
+    v([4, 2, 10, 10], 2)
+      .conv2d(w)
+      .relu()
+      .mul(v([4, 8, 8, 8], 7))
+      .sum()
+      .backward();
+    return w.grad!;
+  };
+  const { kernels } = scheduleOf([weightGradient()]);
+  const product = kernels.filter((k) => hasReduce(k.ast)).at(-1)!.ast;
+
+  it('copies the images along the window columns, the window rows and the channels in, while registers last', () => {
+    expect(lowerKernel(product, { target: target(AVX512) }).name).toBe('r_8_1_2_1_3_1_3_4_8_1_8');
+    // 32 sums of 8 lanes: the 3 columns, 3 rows (3 <= 32 / 3), 2 channels in (2 <= 32 / 9); on AVX2 8 sums: the
+    // columns, then the channels in (the rows do not fit)
+    expect(optsOf(product, target(AVX512))).toEqual([
+      split(6, 8, UNROLL),
+      split(3, 3, UPCAST),
+      split(2, 3, UPCAST),
+      split(1, 2, UPCAST),
+    ]);
+    expect(optsOf(product, target())).toEqual([
+      split(6, 8, UNROLL),
+      split(3, 3, UPCAST),
+      split(1, 2, UPCAST),
+    ]);
+  });
+
+  it('computes what the unoptimized kernel computes', () => {
+    const run = () => weightGradient().tolist();
+    expect(run()).toEqual(Context.with({ NOOPT: 1 }, run));
+  });
+});
+
 describe('elementwise kernels on a GPU with float4 (2^22 floats)', () => {
   const gpu: Target = {
     ...CPU_TARGET,
