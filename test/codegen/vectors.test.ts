@@ -171,6 +171,19 @@ describe('vector lanes (C)', () => {
     },
   );
 
+  it('compute a select of selects lane by lane where the widths differ, and the rest as vectors', () => {
+    // float64 comparisons select float32 values: no mask fits, so each select is a stack of its lanes, and the
+    // outer one's lane j takes the inner one's lane j (it took the whole inner stack, and fell back to scalars)
+    const zs = fill(8 * 8, dtypes.float64, 1) as Float64Array;
+    const gs = fill(8 * 8, dtypes.float32, 2) as Float32Array;
+    const z = new Tensor(zs, { device: 'CPU' }).reshape([8, 8]);
+    const g = new Tensor(gs, { device: 'CPU' }).reshape([8, 8]);
+    const k = kernelOf(z.lt(0).where(0, z.gt(0).where(1, 0.5)).mul(g));
+    const { out, source } = run(k, [{ op: 'SPLIT', axis: 1, factor: 4, target: AxisType.UPCAST }]);
+    expect(source).toMatch(/tg_float4 alu\d+ = \(vec\d+\*val\d+\);/);
+    expect(out).toEqual(Array.from(zs, (x, i) => (x < 0 ? 0 : x > 0 ? 1 : 0.5) * gs[i]!));
+  });
+
   it('fall back to scalar copies where a vector would hold bools', () => {
     const x = new Tensor(fill(8 * 8, dtypes.float32, 1), { device: 'CPU' }).reshape([8, 8]);
     const k = kernelOf(x.gt(0));
