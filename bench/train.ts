@@ -17,8 +17,14 @@ Device.default = 'CPU';
 /** A kernel's time and rate from one DEBUG=2 step, summed over its launches. */
 type KernelTime = { name: string; us: number; gflops: number; launches: number };
 
-/** Runs f once with DEBUG=2 and reads the kernel lines it prints: name, microseconds, GFLOP/s. */
+/**
+ * Runs f with DEBUG=2 and reads the kernel lines it prints: name, microseconds, GFLOP/s. f runs once before,
+ * so that its buffers come from the allocator's free list as the JIT's timed steps find theirs: in a first
+ * unjitted step each kernel writing a new buffer paid for its pages (beautiful_mnist's first conv, 38 MB at
+ * batch 512, took 2.2x the CPU time writing fresh memory).
+ */
 function kernelTimes(f: () => void): KernelTime[] {
+  f();
   const lines: string[] = [];
   const log = console.log;
   console.log = (...a: unknown[]) => lines.push(a.join(' '));

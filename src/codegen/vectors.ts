@@ -73,9 +73,13 @@ function canonicalAddress(idx: UOp): UOp | undefined {
   return UOp.make(Ops.ADD, [base, UOp.make(Ops.VCONST, [], { values: offsets, dtype: dtypes.index })]);
 }
 
-/** u's value in lane j: each VCONST set to its j-th value, then simplified. */
+/** A STACK of a vector value's lanes (made by lowerLanes), not one that lists a shape. */
+const laneStack = (x: UOp) => x.op === Ops.STACK && x.isVector && x.dtype !== dtypes.index;
+
+/** u's value in lane j: each VCONST set to its j-th value, each STACK of lanes to its j-th, then simplified. */
 function lane(u: UOp, j: number): UOp {
-  // an AFTER stays whole: the stores it waits for (a LOCAL tile's vector copies) are no lane of u
+  // an AFTER stays whole: the stores it waits for (a LOCAL tile's vector copies) are no lane of u; a STACK
+  // below u is a value already made of its lanes (an inner select of relu's gradient, under the outer one)
   const values = new Map(
     u
       .toposort()
@@ -84,16 +88,37 @@ function lane(u: UOp, j: number): UOp {
           ? [[x, UOp.index(laneValues(x)[j]!)] as const]
           : x.op === Ops.AFTER
             ? [[x, x] as const]
-            : [],
+            : laneStack(x)
+              ? [[x, x.src[j]!] as const]
+              : [],
       ),
   );
   return graphRewrite(substitute(u, values), symbolic, { name: 'one lane', ctx: {} });
 }
 
-/** Whether C cannot compute vector u as a vector: it reads a bool vector (a per-lane condition) or it is a
- * load whose address is not affine in the lanes. Such a value is made of its lanes computed as scalars. */
+/** Comparisons whose vector C computes whole, as a mask of lanes (GCC's all-ones or zero integers). */
+export const MASK_OPS: ReadonlySet<Ops> = new Set([Ops.CMPLT, Ops.CMPNE, Ops.CMPEQ]);
+
+/**
+ * Whether u is a select of vectors by a comparison of vectors of the same width: C selects with the mask the
+ * comparison makes (relu's gradient: 16 lanes of float compare and select in 4 ops, not 16 scalar selects).
+ */
+const maskSelect = (u: UOp) => {
+  const c = u.src[0]!;
+  return (
+    u.op === Ops.WHERE &&
+    VECTOR_DTYPES.has(u.dtype) &&
+    c.isVector &&
+    MASK_OPS.has(c.op) &&
+    c.src.every((x) => VECTOR_DTYPES.has(x.dtype) && x.dtype.itemsize === u.dtype.itemsize)
+  );
+};
+
+/** Whether C cannot compute vector u as a vector: it reads a bool vector (a per-lane condition) other than a
+ * mask it selects by, or it is a load whose address is not affine in the lanes. Such a value is made of its
+ * lanes computed as scalars. */
 function byLanes(u: UOp): boolean {
-  if (!u.isVector || u.dtype === dtypes.bool || u.dtype === dtypes.index) return false;
+  if (!u.isVector || u.dtype === dtypes.bool || u.dtype === dtypes.index || maskSelect(u)) return false;
   if (u.src.some((s) => s.isVector && s.dtype === dtypes.bool)) return true;
   return u.op === Ops.LOAD && u.src[0]!.src[1]!.isVector && laneOffsets(u.src[0]!.src[1]!) === undefined;
 }
@@ -133,9 +158,18 @@ export const canonicalAddresses = (ast: UOp): UOp => lowerLanes(ast, false).out;
 /** Why the kernel's vectors are not supported, or the kernel with canonical vector addresses. */
 export function lowerVectors(ast: UOp): UOp | string {
   const { out, addresses } = lowerLanes(ast, true);
-  // what is left of the lanes: index vectors as addresses only, bool vectors nowhere, values of C types
+  // what is left of the lanes: index vectors as addresses only, bool vectors as the masks of selects only,
+  // values of C types
+  const masks = new Set<UOp>();
   for (const u of out.toposort()) {
-    if (!u.isVector || u.op === Ops.VCONST || u.op === Ops.STACK || addresses.has(u)) continue;
+    const bools = u.src.filter((s) => s.isVector && s.dtype === dtypes.bool);
+    if (bools.length && !(maskSelect(u) && bools.length === 1 && bools[0] === u.src[0]))
+      return `${Ops[u.op]} reads a bool per lane`;
+    if (maskSelect(u)) masks.add(u.src[0]!);
+  }
+  for (const u of out.toposort()) {
+    if (!u.isVector || u.op === Ops.VCONST || u.op === Ops.STACK || addresses.has(u) || masks.has(u))
+      continue;
     if (u.dtype === dtypes.index) return `${Ops[u.op]} computes with the lane index`;
     if (u.dtype === dtypes.bool) return `${Ops[u.op]} makes a bool per lane`;
     if (u.op !== Ops.PARAM && !VECTOR_DTYPES.has(u.dtype)) return `a vector of ${u.dtype.name}`;

@@ -2,6 +2,7 @@
 // as a GPU kernel over workgroups.
 
 import { exp2Series } from '../codegen/decompose.ts';
+import { MASK_OPS } from '../codegen/vectors.ts';
 import { AddrSpace, type DType, dtypes } from '../dtype.ts';
 import { HOST_BUFFER_ALIGN } from '../helpers.ts';
 import { Ops, opName } from '../uop/ops.ts';
@@ -317,9 +318,21 @@ function cLanguage(indexType: string, dialect: Dialect = C_DIALECT): Language {
   /** A vector op: C's operator when it has one (a scalar operand spreads over the lanes), else lane by lane. */
   const vectorExpr = (u: UOp, a: readonly string[]): string => {
     if (VECTOR_OPERATORS.has(u.op)) return expr(u, a);
-    if (u.op === Ops.CAST && u.src[0]!.lanes > 1 && dialect.vectors.wholeOps)
-      return `__builtin_convertvector(${a[0]}, ${vectorType(u.dtype, u.lanes)})`;
     const lanes = u.lanes;
+    if (dialect.vectors.wholeOps) {
+      if (u.op === Ops.CAST && u.src[0]!.lanes > 1)
+        return `__builtin_convertvector(${a[0]}, ${vectorType(u.dtype, lanes)})`;
+      const whole = (i: number) =>
+        u.src[i]!.lanes > 1 ? a[i]! : `((${vectorType(u.src[i]!.dtype, lanes)}){} + ${a[i]})`;
+      // a comparison of vectors is a mask (all-ones or zero integers as wide as its operands' lanes), and a
+      // select by it takes the bits of one value or the other (src/codegen/vectors.ts keeps only these)
+      if (MASK_OPS.has(u.op)) return expr(u, [whole(0), whole(1)]);
+      if (u.op === Ops.WHERE && u.src[0]!.lanes > 1) {
+        const mask = vectorType(u.dtype.itemsize === 8 ? dtypes.int64 : dtypes.int32, lanes);
+        const [c, x, y] = [`((${mask})${a[0]})`, `(${mask})${whole(1)}`, `(${mask})${whole(2)}`];
+        return `((${vectorType(u.dtype, lanes)})((${c}&${x})|(~${c}&${y})))`;
+      }
+    }
     const helper = vectorHelper(u);
     // a scalar operand is spread over the lanes: a vector of zeros plus it
     const spread = (x: string, i: number) =>
@@ -370,7 +383,9 @@ function cLanguage(indexType: string, dialect: Dialect = C_DIALECT): Language {
     read: (buf, index, d) => (bf16AsFloat(d) ? `tg_bf16_to_float(${buf}[${index}])` : `${buf}[${index}]`),
     write: (buf, index, value, d) =>
       `${buf}[${index}] = ${bf16AsFloat(d) ? `tg_float_to_bf16(${value})` : value};`,
-    declare: (name, d, expr, lanes) => `${lanes > 1 ? vectorType(d, lanes) : type(d)} ${name} = ${expr};`,
+    // a mask's integer lanes are as wide as the values compared: its type is the comparison's
+    declare: (name, d, expr, lanes) =>
+      `${lanes === 1 ? type(d) : d === dtypes.bool && dialect.vectors.wholeOps ? `__typeof__(${expr})` : vectorType(d, lanes)} ${name} = ${expr};`,
     assign: (name, expr) => `${name} = ${expr};`,
     // one thread per iteration; a compiler without OpenMP (no _OPENMP) runs the loop serially
     loopOpen: (name, bound, parallel) =>

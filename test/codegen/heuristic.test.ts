@@ -327,14 +327,15 @@ describe('the kernels of a backward pass (64 x 512 through two 512 x 512 layers)
   const named = (name: string) =>
     products.filter((k) => lowerKernel(k.ast, { target: target(AVX512) }).name === name);
 
-  it('the input gradient reads the weight panels along the sum: 16-lane sums, 16 copies of the panel', () => {
+  it('the input gradient reads the weight panels along the sum: 16-lane sums, 8 copies of the panel by 2 of dy', () => {
     // dy (computed through the relu's mask) @ panels^T: ranges (2 threads, 32 rows, 512 columns | 32, 16)
-    const [dx] = named('r_2_32_32_16_32_1_16');
+    const [dx] = named('r_2_16_2_64_8_32_1_16');
     expect(dx).toBeDefined();
     expect(optsOf(dx!.ast, target(AVX512))).toEqual([
       split(0, 2, THREAD, true),
       split(4, 16, UNROLL), // the panel's 16 columns, contiguous in both operands: the lanes
-      split(2, 16, UPCAST), // columns, which only the panel reads: 16 sums share each vector of dy
+      split(2, 8, UPCAST), // columns, which only the panel reads: 8 sums share each vector of dy
+      split(1, 2, UPCAST), // rows, which only dy reads: each vector of the panel serves 2
     ]);
   });
 
@@ -406,6 +407,49 @@ describe('a product no vector rule fits: conv 5x5 of a relu onto 6 x 6 (rows too
         { device: 'CPU' },
       ).reshape(shape);
     const run = () => conv(v([4, 8, 10, 10], 2), v([8, 8, 5, 5], 5)).tolist();
+    expect(run()).toEqual(Context.with({ NOOPT: 1 }, run));
+  });
+});
+
+describe("a conv's weight gradient through a relu (images loaded, the gradient computed through its mask)", () => {
+  // ranges (8 out, 2 in, 3, 3 | 4 batch, 8, 8): the 8 columns of the output rows are the lanes of the sum
+  const v = (shape: number[], k: number) =>
+    new Tensor(
+      Float32Array.from({ length: shape.reduce((a, d) => a * d, 1) }, (_, i) => ((i * k) % 9) - 4),
+      { device: 'CPU' },
+    ).reshape(shape);
+  const weightGradient = () => {
+    const w = v([8, 2, 3, 3], 5).requiresGrad_();
+    v([4, 2, 10, 10], 2)
+      .conv2d(w)
+      .relu()
+      .mul(v([4, 8, 8, 8], 7))
+      .sum()
+      .backward();
+    return w.grad!;
+  };
+  const { kernels } = scheduleOf([weightGradient()]);
+  const product = kernels.filter((k) => hasReduce(k.ast)).at(-1)!.ast;
+
+  it('copies the images along the window columns and rows while half the registers last, by 2 channels out', () => {
+    expect(lowerKernel(product, { target: target(AVX512) }).name).toBe('r_4_2_2_1_3_1_3_4_8_1_8');
+    // 32 sums of 8 lanes: 16 for the images' copies, the 3 columns and 3 rows (3 <= 16 / 3; 2 channels in do not
+    // fit), by 2 of the gradient's (channels out); on AVX2 8 sums: the 3 columns by 2 channels out
+    expect(optsOf(product, target(AVX512))).toEqual([
+      split(6, 8, UNROLL),
+      split(3, 3, UPCAST),
+      split(2, 3, UPCAST),
+      split(0, 2, UPCAST),
+    ]);
+    expect(optsOf(product, target())).toEqual([
+      split(6, 8, UNROLL),
+      split(3, 3, UPCAST),
+      split(0, 2, UPCAST),
+    ]);
+  });
+
+  it('computes what the unoptimized kernel computes', () => {
+    const run = () => weightGradient().tolist();
     expect(run()).toEqual(Context.with({ NOOPT: 1 }, run));
   });
 });

@@ -151,6 +151,39 @@ describe('vector lanes (C)', () => {
     expect(out).toEqual(run(k, []).out);
   });
 
+  it.each([
+    [dtypes.float32, 'tg_float4', 'tg_int4'],
+    [dtypes.float64, 'tg_double4', 'tg_long_long4'],
+  ])(
+    "select %s vectors by the masks of vector comparisons (relu's gradient, a select of selects)",
+    (dtype, t, mask) => {
+      // where(z < 0, 0, where(z > 0, g, g / 2)): both selects take the bits of one vector or the other by the
+      // integer lanes a comparison makes (they were scalar copies: a bool per lane)
+      const [zs, gs] = [fill(8 * 8, dtype, 1), fill(8 * 8, dtype, 2)] as [Float64Array, Float64Array];
+      const z = new Tensor(zs, { device: 'CPU' }).reshape([8, 8]);
+      const g = new Tensor(gs, { device: 'CPU' }).reshape([8, 8]);
+      const k = kernelOf(z.lt(0).where(0, z.gt(0).where(g, g.mul(0.5))));
+      const { out, source } = run(k, [{ op: 'SPLIT', axis: 1, factor: 4, target: AxisType.UPCAST }]);
+      expect(source).not.toContain('_Bool');
+      expect(source.split(` = ((${t})((((${mask})`)).toHaveLength(3);
+      expect(out).toEqual(Array.from(zs, (x, i) => (x < 0 ? 0 : x > 0 ? gs[i]! : gs[i]! * 0.5)));
+      expect(new Set(zs.map(Math.sign))).toEqual(new Set([-1, 0, 1]));
+    },
+  );
+
+  it('compute a select of selects lane by lane where the widths differ, and the rest as vectors', () => {
+    // float64 comparisons select float32 values: no mask fits, so each select is a stack of its lanes, and the
+    // outer one's lane j takes the inner one's lane j (it took the whole inner stack, and fell back to scalars)
+    const zs = fill(8 * 8, dtypes.float64, 1) as Float64Array;
+    const gs = fill(8 * 8, dtypes.float32, 2) as Float32Array;
+    const z = new Tensor(zs, { device: 'CPU' }).reshape([8, 8]);
+    const g = new Tensor(gs, { device: 'CPU' }).reshape([8, 8]);
+    const k = kernelOf(z.lt(0).where(0, z.gt(0).where(1, 0.5)).mul(g));
+    const { out, source } = run(k, [{ op: 'SPLIT', axis: 1, factor: 4, target: AxisType.UPCAST }]);
+    expect(source).toMatch(/tg_float4 alu\d+ = \(vec\d+\*val\d+\);/);
+    expect(out).toEqual(Array.from(zs, (x, i) => (x < 0 ? 0 : x > 0 ? 1 : 0.5) * gs[i]!));
+  });
+
   it('fall back to scalar copies where a vector would hold bools', () => {
     const x = new Tensor(fill(8 * 8, dtypes.float32, 1), { device: 'CPU' }).reshape([8, 8]);
     const k = kernelOf(x.gt(0));
