@@ -5,8 +5,8 @@
 // STACKs of their lanes; a kernel whose vectors still fall outside this is expanded with scalar copies.
 import { type DType, dtypes } from '../dtype.ts';
 import { Ops } from '../uop/ops.ts';
-import { graphRewrite, substitute } from '../uop/pattern.ts';
-import { symbolic } from '../uop/symbolic.ts';
+import { substitute } from '../uop/pattern.ts';
+import { simplifyGraph } from '../uop/symbolic.ts';
 import { UOp } from '../uop/uop.ts';
 
 /** Element types of vector values: C vector extensions compute on these as the scalar code does. */
@@ -59,7 +59,7 @@ export function contiguousLanes(idx: UOp, r: UOp, lanes: number): boolean {
   // ranges for the analysis only: ids no kernel uses
   const [outer, inner] = [UOp.range(n / lanes, 1e9), UOp.range(lanes, 1e9 + 1)];
   const split = substitute(idx, new Map([[r, outer.mul(lanes).add(inner)]]));
-  return stride(graphRewrite(split, symbolic, { name: 'split lanes', ctx: {} }), inner) === 1;
+  return stride(simplifyGraph(split, 'split lanes'), inner) === 1;
 }
 
 /** idx in the form base + VCONST(offsets), or undefined when it is not affine in the lanes. */
@@ -69,7 +69,7 @@ function canonicalAddress(idx: UOp): UOp | undefined {
   const lane0 = new Map(
     idx.toposort().flatMap((u) => (u.op === Ops.VCONST ? [[u, UOp.index(laneValues(u)[0]!)] as const] : [])),
   );
-  const base = graphRewrite(substitute(idx, lane0), symbolic, { name: 'lane 0 address', ctx: {} });
+  const base = simplifyGraph(substitute(idx, lane0), 'lane 0 address');
   return UOp.make(Ops.ADD, [base, UOp.make(Ops.VCONST, [], { values: offsets, dtype: dtypes.index })]);
 }
 
@@ -87,7 +87,7 @@ function lane(u: UOp, j: number): UOp {
             : [],
       ),
   );
-  return graphRewrite(substitute(u, values), symbolic, { name: 'one lane', ctx: {} });
+  return simplifyGraph(substitute(u, values), 'one lane');
 }
 
 /** Whether C cannot compute vector u as a vector: it reads a bool vector (a per-lane condition) or it is a

@@ -362,6 +362,11 @@ export interface RewriteOptions<C> {
   name?: string;
   /** Told each time a node of the graph is replaced by its (final) rewrite. */
   onReplace?: (from: UOp, to: UOp) => void;
+  /**
+   * The rules read nothing but the node they match (not ctx, not the order of rewrites): the graphs found to be
+   * fixed points are marked as such, and later pure rewrites with the same table skip them.
+   */
+  pure?: boolean;
 }
 
 /** Called after each named pass (for a visualizer); set with `setRewriteTracer`. */
@@ -409,8 +414,10 @@ export function graphRewrite<C>(root: UOp, pm: PatternMatcher<C>, opts: RewriteO
     if (nodes.length >= checkAt) checkCycle();
   };
   const onReplace = opts.onReplace;
+  const pure = opts.pure === true;
   const finish = (u: UOp, result: UOp) => {
     if (onReplace !== undefined && u !== result && !done.has(u)) onReplace(u, result);
+    if (pure) result._normal = pm;
     done.set(u, result);
     done.set(result, result);
     nodes.pop();
@@ -422,6 +429,10 @@ export function graphRewrite<C>(root: UOp, pm: PatternMatcher<C>, opts: RewriteO
     const top = nodes.length - 1;
     const n = nodes[top]!;
     const st = stage[top]!;
+    if (st === 0 && pure && n._normal === pm) {
+      finish(n, n);
+      continue;
+    }
     if (st !== 2 && done.has(n)) {
       finish(n, done.get(n)!);
       continue;
@@ -491,4 +502,44 @@ export function substitute(root: UOp, map: ReadonlyMap<UOp, UOp>): UOp {
   const result = out.get(root)!;
   tracer?.('substitute', root, result);
   return result;
+}
+
+/**
+ * `substitute(root, m)` for each map of `maps`, sharing one walk: only the nodes that reach a key of some map
+ * are rebuilt per map (expand's copies of a loop body differ in their ranges and what uses them).
+ */
+export function substituteEach(root: UOp, maps: readonly ReadonlyMap<UOp, UOp>[]): UOp[] {
+  const keys = new Set<UOp>();
+  for (const m of maps) for (const k of m.keys()) keys.add(k);
+  // the nodes that reach a key, sources first
+  const reaching = new Set<UOp>();
+  const order: UOp[] = [];
+  for (const u of root.toposort()) {
+    let reaches = keys.has(u);
+    for (let i = 0; i < u.src.length && !reaches; i++) reaches = reaching.has(u.src[i]!);
+    if (!reaches) continue;
+    reaching.add(u);
+    order.push(u);
+  }
+  return maps.map((m) => {
+    if (!reaching.has(root)) return root;
+    const out = new Map<UOp, UOp>();
+    for (const u of order) {
+      const r = m.get(u);
+      if (r !== undefined) {
+        out.set(u, r);
+        continue;
+      }
+      let src: UOp[] | undefined;
+      for (let i = 0; i < u.src.length; i++) {
+        const s = out.get(u.src[i]!) ?? u.src[i]!;
+        if (s !== u.src[i] && src === undefined) src = u.srcHead(i);
+        src?.push(s);
+      }
+      out.set(u, src === undefined ? u : u.withSrc(src));
+    }
+    const result = out.get(root)!;
+    tracer?.('substitute', root, result);
+    return result;
+  });
 }

@@ -46,6 +46,8 @@ export class UOp {
   _sizes: readonly sint[] | undefined = undefined;
   /** @internal the last toposort that reached this node (a mark, not a set: the walk is the hot loop of every pass) */
   _visit = 0;
+  /** @internal the rule table (a pure graphRewrite's) of which this node's whole graph is a fixed point */
+  _normal: object | undefined = undefined;
 
   private constructor(
     readonly op: Ops,
