@@ -445,15 +445,14 @@ export function graphRewrite<C>(root: UOp, pm: PatternMatcher<C>, opts: RewriteO
       for (let i = u.src.length - 1; i >= 0; i--) if (!done.has(u.src[i]!)) push(u.src[i]!);
     } else if (st === 1) {
       const u = cur[top]!;
-      // a new source list only where a source changed (most nodes keep theirs)
-      let src: UOp[] | undefined;
+      let changed = false;
+      const src = new Array<UOp>(u.src.length);
       for (let i = 0; i < u.src.length; i++) {
         const s = done.get(u.src[i]!)!;
-        if (s !== u.src[i] && src === undefined) src = u.srcHead(i);
-        src?.push(s);
+        src[i] = s;
+        if (s !== u.src[i]) changed = true;
       }
-      const rebuilt =
-        src !== undefined ? u.withSrc(src) : opts.bottomUp ? undefined : pm.rewrite(u, ctx);
+      const rebuilt = changed ? u.withSrc(src) : opts.bottomUp ? undefined : pm.rewrite(u, ctx);
       if (rebuilt === undefined) finish(n, u);
       else {
         stage[top] = 2;
