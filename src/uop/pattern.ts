@@ -363,8 +363,9 @@ export interface RewriteOptions<C> {
   /** Told each time a node of the graph is replaced by its (final) rewrite. */
   onReplace?: (from: UOp, to: UOp) => void;
   /**
-   * The rules read nothing but the node they match (not ctx, not the order of rewrites): the graphs found to be
-   * fixed points are marked as such, and later pure rewrites with the same table skip them.
+   * The rules read nothing but the node they match (not ctx, not the order of rewrites), so a node's rewrite is
+   * the same in every graph: each node remembers it, and later pure rewrites with the same table (other passes,
+   * other kernels with the same index arithmetic) take it without a walk.
    */
   pure?: boolean;
 }
@@ -415,26 +416,34 @@ export function graphRewrite<C>(root: UOp, pm: PatternMatcher<C>, opts: RewriteO
   };
   const onReplace = opts.onReplace;
   const pure = opts.pure === true;
-  const finish = (u: UOp, result: UOp) => {
-    if (onReplace !== undefined && u !== result && !done.has(u)) onReplace(u, result);
-    if (pure) result._normal = pm;
-    done.set(u, result);
-    done.set(result, result);
+  const pop = () => {
     nodes.pop();
     cur.pop();
     stage.pop();
     next.pop();
   };
+  const finish = (u: UOp, result: UOp) => {
+    if (onReplace !== undefined && u !== result && !done.has(u)) onReplace(u, result);
+    if (pure) {
+      u._rewrittenBy = result._rewrittenBy = pm;
+      u._rewritten = result;
+      result._rewritten = result;
+    }
+    done.set(u, result);
+    if (result !== u) done.set(result, result);
+    pop();
+  };
   while (nodes.length) {
     const top = nodes.length - 1;
     const n = nodes[top]!;
     const st = stage[top]!;
-    if (st === 0 && pure && n._normal === pm) {
-      finish(n, n);
+    if (st === 0 && pure && n._rewrittenBy === pm) {
+      finish(n, n._rewritten!);
       continue;
     }
+    // (another frame of the same node finished first)
     if (st !== 2 && done.has(n)) {
-      finish(n, done.get(n)!);
+      pop();
       continue;
     }
     if (st === 0) {

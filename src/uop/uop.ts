@@ -46,8 +46,9 @@ export class UOp {
   _sizes: readonly sint[] | undefined = undefined;
   /** @internal the last toposort that reached this node (a mark, not a set: the walk is the hot loop of every pass) */
   _visit = 0;
-  /** @internal the rule table (a pure graphRewrite's) of which this node's whole graph is a fixed point */
-  _normal: object | undefined = undefined;
+  /** @internal the rule table of the last pure graphRewrite that reached this node, and what it rewrote it to */
+  _rewrittenBy: object | undefined = undefined;
+  _rewritten: UOp | undefined = undefined;
 
   private constructor(
     readonly op: Ops,
