@@ -140,7 +140,7 @@ function lowerLanes(ast: UOp, stacks: boolean): { out: UOp; addresses: Set<UOp> 
       if (s !== u.src[i] && src === undefined) src = u.srcHead(i);
       src?.push(s);
     }
-    const v = src === undefined ? u : u.withSrc(src);
+    const v = src === undefined ? u : u.withFreshSrc(src);
     let out = v;
     if (stacks && byLanes(v, known))
       out = UOp.make(

@@ -461,7 +461,7 @@ export function graphRewrite<C>(root: UOp, pm: PatternMatcher<C>, opts: RewriteO
         src[i] = s;
         if (s !== u.src[i]) changed = true;
       }
-      const rebuilt = changed ? u.withSrc(src) : opts.bottomUp ? undefined : pm.rewrite(u, ctx);
+      const rebuilt = changed ? u.withFreshSrc(src) : opts.bottomUp ? undefined : pm.rewrite(u, ctx);
       if (rebuilt === undefined) finish(n, u);
       else {
         stage[top] = 2;
@@ -506,7 +506,7 @@ export function substitute(root: UOp, map: ReadonlyMap<UOp, UOp>): UOp {
       if (s !== u.src[i] && src === undefined) src = u.srcHead(i);
       src?.push(s);
     }
-    out.set(u, src === undefined ? u : u.withSrc(src));
+    out.set(u, src === undefined ? u : u.withFreshSrc(src));
   }
   const result = out.get(root)!;
   tracer?.('substitute', root, result);
@@ -545,7 +545,7 @@ export function substituteEach(root: UOp, maps: readonly ReadonlyMap<UOp, UOp>[]
         if (s !== u.src[i] && src === undefined) src = u.srcHead(i);
         src?.push(s);
       }
-      out.set(u, src === undefined ? u : u.withSrc(src));
+      out.set(u, src === undefined ? u : u.withFreshSrc(src));
     }
     const result = out.get(root)!;
     tracer?.('substitute', root, result);
