@@ -27,7 +27,7 @@ type Offsets = Map<UOp, number[] | undefined>;
 
 /**
  * Lane j of an index expression as lane 0's value plus offsets[j], when it is affine in the lanes. `known` keeps
- * each node's offsets (relative to lane 0 of that node) for the next expression of the same kernel.
+ * what each node adds to its lanes (undefined: not affine) for the next expression of the same kernel.
  */
 function laneOffsets(idx: UOp, known: Offsets = new Map()): number[] | undefined {
   // sources first, stopping at nodes known (the addresses of one kernel share most of their arithmetic)

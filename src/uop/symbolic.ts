@@ -442,8 +442,8 @@ export const symbolic = new PatternMatcher<SimplifyCtx | undefined>([
 
 /**
  * A kernel graph at a fixed point of the symbolic rules (without simplify's count of uses: rewrites are weighed
- * by the rewritten node's own graph). What it finds simplified is marked, so that later passes over graphs that
- * share it (the stages of one kernel) skip it.
+ * by the rewritten node's own graph). A pure rewrite: each node keeps its simplified form, which later passes and
+ * kernels that share the node (index arithmetic over equal ranges) take without a walk.
  */
 export const simplifyGraph = (u: UOp, name: string): UOp =>
   graphRewrite(u, symbolic, { name, ctx: {}, pure: true });
