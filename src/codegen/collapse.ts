@@ -5,7 +5,7 @@
 import { dtypes } from '../dtype.ts';
 import { Ops } from '../uop/ops.ts';
 import { graphRewrite, PatternMatcher, UPat } from '../uop/pattern.ts';
-import { symbolic } from '../uop/symbolic.ts';
+import { simplifyGraph } from '../uop/symbolic.ts';
 import { UOp } from '../uop/uop.ts';
 import { reduceIdentity } from './accumulate.ts';
 import { rangesOf } from './scope.ts';
@@ -111,5 +111,5 @@ const rules = new PatternMatcher([[new UPat({ op: Ops.REDUCE, name: 'r' }), ({ r
 /** Removes the loops of reduces that count indices, then simplifies what is left. */
 export function collapseReduces(ast: UOp): UOp {
   const out = graphRewrite(ast, rules, { name: 'collapse counting reduces' });
-  return out === ast ? ast : graphRewrite(out, symbolic, { name: 'simplify after collapse', ctx: {} });
+  return out === ast ? ast : simplifyGraph(out, 'simplify after collapse');
 }

@@ -5,8 +5,8 @@
 // what depends on it becomes a vector, a value of shape (k,).
 import { dtypes } from '../dtype.ts';
 import { AxisType, Ops } from '../uop/ops.ts';
-import { graphRewrite, PatternMatcher, substitute, UPat } from '../uop/pattern.ts';
-import { symbolic } from '../uop/symbolic.ts';
+import { graphRewrite, PatternMatcher, substituteEach, UPat } from '../uop/pattern.ts';
+import { simplifyGraph } from '../uop/symbolic.ts';
 import { UOp } from '../uop/uop.ts';
 
 const expands = (r: UOp) => {
@@ -38,10 +38,10 @@ function copies(body: UOp, ranges: readonly UOp[], ctx: Ctx): UOp[] {
     } else maps = maps.flatMap((m) => Array.from({ length: n }, (_, v) => new Map(m).set(r, UOp.index(v))));
   }
   const inner = body.toposort().flatMap((u) => (u.op === Ops.END ? u.src.slice(1) : []));
-  return maps.map((m, i) => {
+  maps.forEach((m, i) => {
     if (i > 0) for (const r of inner) m.set(r, UOp.range(r.src[0]!, ctx.nextId++, r.argOf(Ops.RANGE).type));
-    return substitute(body, m);
   });
+  return substituteEach(body, maps);
 }
 
 /** u (an END or REDUCE) with its expandable ranges removed and its body copied over their values. */
@@ -100,5 +100,5 @@ export function expandRanges(ast: UOp, lanes?: UOp): UOp {
   const ids = ast.toposort().flatMap((u) => (u.op === Ops.RANGE ? [u.argOf(Ops.RANGE).id] : []));
   const ctx: Ctx = { nextId: Math.max(-1, ...ids) + 1, lanes };
   const out = graphRewrite(ast, rules, { name: 'expand', ctx });
-  return out === ast ? ast : graphRewrite(out, symbolic, { name: 'simplify after expand', ctx: {} });
+  return out === ast ? ast : simplifyGraph(out, 'simplify after expand');
 }

@@ -6,7 +6,7 @@
 import { dtypes } from '../dtype.ts';
 import { Ops } from '../uop/ops.ts';
 import { graphRewrite, PatternMatcher, substitute, UPat } from '../uop/pattern.ts';
-import { symbolic } from '../uop/symbolic.ts';
+import { simplifyGraph } from '../uop/symbolic.ts';
 import { UOp } from '../uop/uop.ts';
 
 type Bounds = Map<UOp, [number, number]>;
@@ -42,11 +42,7 @@ function underGate(load: UOp): UOp | undefined {
   if (bounds.length === 0) return undefined;
   const vars = new Map(bounds.map(([x, [lo, hi]], i) => [x, UOp.variable(`gate${i}`, lo, hi)]));
   const back = new Map([...vars].map(([x, v]) => [v, x]));
-  const simplify = (i: UOp) =>
-    substitute(
-      graphRewrite(substitute(i, vars), symbolic, { name: 'address under its gate', ctx: {} }),
-      back,
-    );
+  const simplify = (i: UOp) => substitute(simplifyGraph(substitute(i, vars), 'address under its gate'), back);
   const [buf, ...idx] = index.src as [UOp, ...UOp[]];
   const simplified = idx.map(simplify);
   if (simplified.every((s, k) => s === idx[k])) return undefined;
@@ -75,5 +71,8 @@ const trueGates = new PatternMatcher([
 ]);
 
 export function dropTrueGates(ast: UOp): UOp {
+  // a walk to find one is cheaper than a rewrite of the expanded kernel, which most kernels need not
+  const gated = (u: UOp) => (u.op === Ops.LOAD || u.op === Ops.STORE) && isTrue(u.src[2]);
+  if (!ast.toposort().some(gated)) return ast;
   return graphRewrite(ast, trueGates, { name: 'gates that always hold', ctx: {} });
 }

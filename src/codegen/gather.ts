@@ -6,7 +6,7 @@
 import { dtypes } from '../dtype.ts';
 import { Ops } from '../uop/ops.ts';
 import { graphRewrite, PatternMatcher, substitute, UPat } from '../uop/pattern.ts';
-import { symbolic } from '../uop/symbolic.ts';
+import { simplifyGraph } from '../uop/symbolic.ts';
 import type { UOp } from '../uop/uop.ts';
 import { rangesOf } from './scope.ts';
 
@@ -107,5 +107,5 @@ const rules = new PatternMatcher([[new UPat({ op: Ops.REDUCE, name: 'r' }), ({ r
 /** Replaces one-hot masked sums over a range by loads at the selected position. */
 export function gatherLoads(ast: UOp): UOp {
   const out = graphRewrite(ast, rules, { name: 'gather loads' });
-  return out === ast ? ast : graphRewrite(out, symbolic, { name: 'simplify after gather', ctx: {} });
+  return out === ast ? ast : simplifyGraph(out, 'simplify after gather');
 }

@@ -39,6 +39,8 @@ function blockGates(body: readonly UOp[], users: ReadonlyMap<UOp, UOp[]>): Map<U
 }
 
 export function ifBlocks(linear: UOp): UOp {
+  // most kernels gate no store: nothing to move
+  if (!linear.src.some((u) => gateOf(u) !== undefined)) return linear;
   const users = new Map<UOp, UOp[]>();
   for (const u of linear.src) for (const s of new Set(u.src)) users.get(s)?.push(u) ?? users.set(s, [u]);
   const out: UOp[] = [];

@@ -2,9 +2,8 @@
 import { dtypes } from '../dtype.ts';
 import { DEBUG } from '../helpers.ts';
 import { AxisType, GroupOp, Ops } from '../uop/ops.ts';
-import { graphRewrite } from '../uop/pattern.ts';
 import { verifyStage } from '../uop/spec.ts';
-import { symbolic } from '../uop/symbolic.ts';
+import { simplifyGraph } from '../uop/symbolic.ts';
 import type { UOp } from '../uop/uop.ts';
 import { reduceToAccumulators } from './accumulate.ts';
 import { collapseReduces } from './collapse.ts';
@@ -118,7 +117,7 @@ function expandLanes(ast: UOp, tensorCores: boolean): UOp | string {
 /** The kernel as the opts see it: indices simplified, what the target lacks decomposed, reduces collapsed, gathers loaded. */
 export function optimizable(ast: UOp, opts: LowerOptions = {}): UOp {
   verifyStage(ast, 'kernel');
-  let k = graphRewrite(ast, symbolic, { name: 'simplify indices', ctx: {} });
+  let k = simplifyGraph(ast, 'simplify indices');
   k = simplifyGatedAddresses(k);
   k = decompose(k, opts.lacks ?? new Set());
   k = collapseReduces(k);

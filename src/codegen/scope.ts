@@ -12,8 +12,22 @@ const NONE: ReadonlySet<UOp> = new Set();
 export function rangesOf(root: UOp): ReadonlySet<UOp> {
   const hit = cache.get(root);
   if (hit !== undefined) return hit;
-  for (const u of root.toposort()) {
-    if (cache.has(u)) continue;
+  // sources first, stopping at nodes whose sets are known: the REDUCEs of one kernel share most of their graph
+  const stack: UOp[] = [root];
+  while (stack.length) {
+    const u = stack[stack.length - 1]!;
+    if (cache.has(u)) {
+      stack.pop();
+      continue;
+    }
+    let ready = true;
+    for (const s of u.src)
+      if (!cache.has(s)) {
+        stack.push(s);
+        ready = false;
+      }
+    if (!ready) continue;
+    stack.pop();
     let base = NONE; // the ranges so far, shared with a source until one adds to them
     let own: Set<UOp> | undefined;
     for (const s of u.src) {

@@ -5,8 +5,8 @@
 // STACKs of their lanes; a kernel whose vectors still fall outside this is expanded with scalar copies.
 import { type DType, dtypes } from '../dtype.ts';
 import { Ops } from '../uop/ops.ts';
-import { graphRewrite, substitute } from '../uop/pattern.ts';
-import { symbolic } from '../uop/symbolic.ts';
+import { substitute } from '../uop/pattern.ts';
+import { simplifyGraph } from '../uop/symbolic.ts';
 import { UOp } from '../uop/uop.ts';
 
 /** Element types of vector values: C vector extensions compute on these as the scalar code does. */
@@ -23,25 +23,49 @@ export const vectorDtype = (d: DType) => VECTOR_DTYPES.has(d);
 
 const laneValues = (u: UOp) => u.argOf(Ops.VCONST).values.map(Number);
 
-/** Lane j of an index expression as lane 0's value plus offsets[j], when it is affine in the lanes. */
-function laneOffsets(idx: UOp): number[] | undefined {
-  const offsets = new Map<UOp, number[] | undefined>();
-  for (const u of idx.toposort()) {
-    const [a, b] = u.src.map((s) => offsets.get(s));
+type Offsets = Map<UOp, number[] | undefined>;
+
+/**
+ * Lane j of an index expression as lane 0's value plus offsets[j], when it is affine in the lanes. `known` keeps
+ * what each node adds to its lanes (undefined: not affine) for the next expression of the same kernel.
+ */
+function laneOffsets(idx: UOp, known: Offsets = new Map()): number[] | undefined {
+  // sources first, stopping at nodes known (the addresses of one kernel share most of their arithmetic)
+  const stack: UOp[] = [idx];
+  while (stack.length) {
+    const u = stack[stack.length - 1]!;
+    if (known.has(u)) {
+      stack.pop();
+      continue;
+    }
+    let ready = true;
+    for (const s of u.src)
+      if (!known.has(s)) {
+        stack.push(s);
+        ready = false;
+      }
+    if (!ready) continue;
+    stack.pop();
     let o: number[] | undefined;
     if (!u.isVector) o = [0];
     else if (u.op === Ops.VCONST) o = laneValues(u);
-    else if ((u.op === Ops.ADD || u.op === Ops.SUB) && a && b) {
-      const sign = u.op === Ops.ADD ? 1 : -1;
-      const k = Math.max(a.length, b.length);
-      o = Array.from({ length: k }, (_, j) => (a[j] ?? a[0]!) + sign * (b[j] ?? b[0]!));
-    } else if (u.op === Ops.MUL && a && b) {
-      const c = u.src.find((s) => s.op === Ops.CONST);
-      if (c !== undefined) o = (c === u.src[0] ? b : a).map((x) => x * Number(c.constValue));
+    else if (u.op === Ops.ADD || u.op === Ops.SUB || u.op === Ops.MUL) {
+      const a = known.get(u.src[0]!);
+      const b = known.get(u.src[1]!);
+      if (a !== undefined && b !== undefined) {
+        if (u.op !== Ops.MUL) {
+          const sign = u.op === Ops.ADD ? 1 : -1;
+          const k = Math.max(a.length, b.length);
+          o = Array.from({ length: k }, (_, j) => (a[j] ?? a[0]!) + sign * (b[j] ?? b[0]!));
+        } else {
+          const c = u.src.find((s) => s.op === Ops.CONST);
+          if (c !== undefined) o = (c === u.src[0] ? b : a).map((x) => x * Number(c.constValue));
+        }
+      }
     }
-    offsets.set(u, o);
+    known.set(u, o);
   }
-  const out = offsets.get(idx);
+  const out = known.get(idx);
   return out === undefined ? undefined : out.map((x) => x - out[0]!);
 }
 
@@ -59,17 +83,17 @@ export function contiguousLanes(idx: UOp, r: UOp, lanes: number): boolean {
   // ranges for the analysis only: ids no kernel uses
   const [outer, inner] = [UOp.range(n / lanes, 1e9), UOp.range(lanes, 1e9 + 1)];
   const split = substitute(idx, new Map([[r, outer.mul(lanes).add(inner)]]));
-  return stride(graphRewrite(split, symbolic, { name: 'split lanes', ctx: {} }), inner) === 1;
+  return stride(simplifyGraph(split, 'split lanes'), inner) === 1;
 }
 
 /** idx in the form base + VCONST(offsets), or undefined when it is not affine in the lanes. */
-function canonicalAddress(idx: UOp): UOp | undefined {
-  const offsets = laneOffsets(idx);
+function canonicalAddress(idx: UOp, known: Offsets): UOp | undefined {
+  const offsets = laneOffsets(idx, known);
   if (offsets === undefined) return undefined;
   const lane0 = new Map(
     idx.toposort().flatMap((u) => (u.op === Ops.VCONST ? [[u, UOp.index(laneValues(u)[0]!)] as const] : [])),
   );
-  const base = graphRewrite(substitute(idx, lane0), symbolic, { name: 'lane 0 address', ctx: {} });
+  const base = simplifyGraph(substitute(idx, lane0), 'lane 0 address');
   return UOp.make(Ops.ADD, [base, UOp.make(Ops.VCONST, [], { values: offsets, dtype: dtypes.index })]);
 }
 
@@ -93,7 +117,7 @@ function lane(u: UOp, j: number): UOp {
               : [],
       ),
   );
-  return graphRewrite(substitute(u, values), symbolic, { name: 'one lane', ctx: {} });
+  return simplifyGraph(substitute(u, values), 'one lane');
 }
 
 /** Comparisons whose vector C computes whole, as a mask of lanes (GCC's all-ones or zero integers). */
@@ -117,10 +141,12 @@ const maskSelect = (u: UOp) => {
 /** Whether C cannot compute vector u as a vector: it reads a bool vector (a per-lane condition) other than a
  * mask it selects by, or it is a load whose address is not affine in the lanes. Such a value is made of its
  * lanes computed as scalars. */
-function byLanes(u: UOp): boolean {
+function byLanes(u: UOp, known: Offsets): boolean {
   if (!u.isVector || u.dtype === dtypes.bool || u.dtype === dtypes.index || maskSelect(u)) return false;
   if (u.src.some((s) => s.isVector && s.dtype === dtypes.bool)) return true;
-  return u.op === Ops.LOAD && u.src[0]!.src[1]!.isVector && laneOffsets(u.src[0]!.src[1]!) === undefined;
+  return (
+    u.op === Ops.LOAD && u.src[0]!.src[1]!.isVector && laneOffsets(u.src[0]!.src[1]!, known) === undefined
+  );
 }
 
 /**
@@ -131,17 +157,23 @@ function byLanes(u: UOp): boolean {
 function lowerLanes(ast: UOp, stacks: boolean): { out: UOp; addresses: Set<UOp> } {
   const done = new Map<UOp, UOp>();
   const addresses = new Set<UOp>();
+  const known: Offsets = new Map();
   for (const u of ast.toposort()) {
-    const src = u.src.map((s) => done.get(s)!);
-    const v = src.every((s, i) => s === u.src[i]) ? u : u.withSrc(src);
+    let src: UOp[] | undefined;
+    for (let i = 0; i < u.src.length; i++) {
+      const s = done.get(u.src[i]!)!;
+      if (s !== u.src[i] && src === undefined) src = u.srcHead(i);
+      src?.push(s);
+    }
+    const v = src === undefined ? u : u.withFreshSrc(src);
     let out = v;
-    if (stacks && byLanes(v))
+    if (stacks && byLanes(v, known))
       out = UOp.make(
         Ops.STACK,
         Array.from({ length: Number(v.shape![0]) }, (_, j) => lane(v, j)),
       );
     else if (v.op === Ops.INDEX && v.src.length === 2 && v.src[1]!.isVector) {
-      const address = canonicalAddress(v.src[1]!);
+      const address = canonicalAddress(v.src[1]!, known);
       if (address !== undefined) {
         out = v.withSrc([v.src[0]!, address]);
         addresses.add(address);

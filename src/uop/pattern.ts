@@ -362,6 +362,12 @@ export interface RewriteOptions<C> {
   name?: string;
   /** Told each time a node of the graph is replaced by its (final) rewrite. */
   onReplace?: (from: UOp, to: UOp) => void;
+  /**
+   * The rules read nothing but the node they match (not ctx, not the order of rewrites), so a node's rewrite is
+   * the same in every graph: each node remembers it, and later pure rewrites with the same table (other passes,
+   * other kernels with the same index arithmetic) take it without a walk.
+   */
+  pure?: boolean;
 }
 
 /** Called after each named pass (for a visualizer); set with `setRewriteTracer`. */
@@ -409,21 +415,35 @@ export function graphRewrite<C>(root: UOp, pm: PatternMatcher<C>, opts: RewriteO
     if (nodes.length >= checkAt) checkCycle();
   };
   const onReplace = opts.onReplace;
-  const finish = (u: UOp, result: UOp) => {
-    if (onReplace !== undefined && u !== result && !done.has(u)) onReplace(u, result);
-    done.set(u, result);
-    done.set(result, result);
+  const pure = opts.pure === true;
+  const pop = () => {
     nodes.pop();
     cur.pop();
     stage.pop();
     next.pop();
   };
+  const finish = (u: UOp, result: UOp) => {
+    if (onReplace !== undefined && u !== result && !done.has(u)) onReplace(u, result);
+    if (pure) {
+      u._rewrittenBy = result._rewrittenBy = pm;
+      u._rewritten = result;
+      result._rewritten = result;
+    }
+    done.set(u, result);
+    if (result !== u) done.set(result, result);
+    pop();
+  };
   while (nodes.length) {
     const top = nodes.length - 1;
     const n = nodes[top]!;
     const st = stage[top]!;
+    if (st === 0 && pure && n._rewrittenBy === pm) {
+      finish(n, n._rewritten!);
+      continue;
+    }
+    // (another frame of the same node finished first)
     if (st !== 2 && done.has(n)) {
-      finish(n, done.get(n)!);
+      pop();
       continue;
     }
     if (st === 0) {
@@ -441,7 +461,7 @@ export function graphRewrite<C>(root: UOp, pm: PatternMatcher<C>, opts: RewriteO
         src[i] = s;
         if (s !== u.src[i]) changed = true;
       }
-      const rebuilt = changed ? u.withSrc(src) : opts.bottomUp ? undefined : pm.rewrite(u, ctx);
+      const rebuilt = changed ? u.withFreshSrc(src) : opts.bottomUp ? undefined : pm.rewrite(u, ctx);
       if (rebuilt === undefined) finish(n, u);
       else {
         stage[top] = 2;
@@ -486,9 +506,49 @@ export function substitute(root: UOp, map: ReadonlyMap<UOp, UOp>): UOp {
       if (s !== u.src[i] && src === undefined) src = u.srcHead(i);
       src?.push(s);
     }
-    out.set(u, src === undefined ? u : u.withSrc(src));
+    out.set(u, src === undefined ? u : u.withFreshSrc(src));
   }
   const result = out.get(root)!;
   tracer?.('substitute', root, result);
   return result;
+}
+
+/**
+ * `substitute(root, m)` for each map of `maps`, sharing one walk: only the nodes that reach a key of some map
+ * are rebuilt per map (expand's copies of a loop body differ in their ranges and what uses them).
+ */
+export function substituteEach(root: UOp, maps: readonly ReadonlyMap<UOp, UOp>[]): UOp[] {
+  const keys = new Set<UOp>();
+  for (const m of maps) for (const k of m.keys()) keys.add(k);
+  // the nodes that reach a key, sources first
+  const reaching = new Set<UOp>();
+  const order: UOp[] = [];
+  for (const u of root.toposort()) {
+    let reaches = keys.has(u);
+    for (let i = 0; i < u.src.length && !reaches; i++) reaches = reaching.has(u.src[i]!);
+    if (!reaches) continue;
+    reaching.add(u);
+    order.push(u);
+  }
+  return maps.map((m) => {
+    if (!reaching.has(root)) return root;
+    const out = new Map<UOp, UOp>();
+    for (const u of order) {
+      const r = m.get(u);
+      if (r !== undefined) {
+        out.set(u, r);
+        continue;
+      }
+      let src: UOp[] | undefined;
+      for (let i = 0; i < u.src.length; i++) {
+        const s = out.get(u.src[i]!) ?? u.src[i]!;
+        if (s !== u.src[i] && src === undefined) src = u.srcHead(i);
+        src?.push(s);
+      }
+      out.set(u, src === undefined ? u : u.withFreshSrc(src));
+    }
+    const result = out.get(root)!;
+    tracer?.('substitute', root, result);
+    return result;
+  });
 }

@@ -440,6 +440,14 @@ export const symbolic = new PatternMatcher<SimplifyCtx | undefined>([
   [ux.idiv(posConst('c1')).lt(c2), ({ x, c1, c2 }) => fitsConst(x!, cval(c2!) * cval(c1!))],
 ]);
 
+/**
+ * A kernel graph at a fixed point of the symbolic rules (without simplify's count of uses: rewrites are weighed
+ * by the rewritten node's own graph). A pure rewrite: each node keeps its simplified form, which later passes and
+ * kernels that share the node (index arithmetic over equal ranges) take without a walk.
+ */
+export const simplifyGraph = (u: UOp, name: string): UOp =>
+  graphRewrite(u, symbolic, { name, ctx: {}, pure: true });
+
 /** Simplifies u to a fixed point of the symbolic rules. */
 export function simplify(u: UOp): UOp {
   const uses = countUses(u);

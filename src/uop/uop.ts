@@ -46,6 +46,9 @@ export class UOp {
   _sizes: readonly sint[] | undefined = undefined;
   /** @internal the last toposort that reached this node (a mark, not a set: the walk is the hot loop of every pass) */
   _visit = 0;
+  /** @internal the rule table of the last pure graphRewrite that reached this node, and what it rewrote it to */
+  _rewrittenBy: object | undefined = undefined;
+  _rewritten: UOp | undefined = undefined;
 
   private constructor(
     readonly op: Ops,
@@ -71,13 +74,14 @@ export class UOp {
   }
 
   /** @internal make, for an arg whose key text is known (a node's own, when only its sources change). */
-  static makeKeyed(op: Ops, src: readonly UOp[], arg: Arg, aKey: string, tag: Tag): UOp {
+  static makeKeyed(op: Ops, src: readonly UOp[], arg: Arg, aKey: string, tag: Tag, fresh = false): UOp {
     const h = identityHash(op, src, arg, aKey, tag);
     const hit = lookup(h, op, src, arg, aKey, tag);
     if (hit !== undefined) return hit;
     const dtype = deriveDType(op, src, arg);
     const shape = deriveShape(op, src, arg, dtype);
-    const u = new UOp(op, Object.isFrozen(src) ? src : Object.freeze(src.slice()), arg, tag, dtype, shape);
+    const kept = fresh || Object.isFrozen(src) ? src : src.slice();
+    const u = new UOp(op, Object.freeze(kept), arg, tag, dtype, shape);
     u._argKey = aKey;
     // verify before caching, so that building an invalid node again is refused again
     if (SPEC.value >= 2) uopHooks.verifyNode?.(u);
@@ -120,6 +124,10 @@ export class UOp {
   }
   withSrc(src: readonly UOp[]): UOp {
     return UOp.makeKeyed(this.op, src, this.arg, this._argKey, this.tag);
+  }
+  /** @internal withSrc of a new array that no one else holds: the node keeps it (frozen) instead of a copy. */
+  withFreshSrc(src: UOp[]): UOp {
+    return UOp.makeKeyed(this.op, src, this.arg, this._argKey, this.tag, true);
   }
   withTag(tag: Tag): UOp {
     return tag === this.tag ? this : UOp.makeKeyed(this.op, this.src, this.arg, this._argKey, tag);
@@ -248,23 +256,27 @@ export class UOp {
   constLike(v: ConstValue): UOp {
     return UOp.const(this.dtype.base, v);
   }
-  private operand(op: string, y: Operand): UOp {
+  private operand(op: string | Ops, y: Operand): UOp {
     if (!(y instanceof UOp)) return this.constLike(y);
     if (y.dtype !== this.dtype)
       throw new Error(
-        `${op}: operand dtypes differ (${this.dtype.name} and ${y.dtype.name}); cast one of them so both match`,
+        `${typeof op === 'string' ? op : opName(op)}: operand dtypes differ (${this.dtype.name} and ${y.dtype.name}); cast one of them so both match`,
       );
     return y;
   }
   alu(op: Ops, ...ys: Operand[]): UOp {
-    return UOp.make(op, [this, ...ys.map((y) => this.operand(opName(op), y))]);
+    return UOp.make(op, [this, ...ys.map((y) => this.operand(op, y))]);
+  }
+  /** alu of one operand, without a list of them: index arithmetic builds many. */
+  private binary(op: Ops, y: Operand): UOp {
+    return UOp.make(op, [this, this.operand(op, y)]);
   }
 
   add(y: Operand): UOp {
-    return this.alu(Ops.ADD, y);
+    return this.binary(Ops.ADD, y);
   }
   mul(y: Operand): UOp {
-    return this.alu(Ops.MUL, y);
+    return this.binary(Ops.MUL, y);
   }
   sub(y: Operand): UOp {
     return this.add(y instanceof UOp ? this.operand('SUB', y).neg() : negate(this.dtype, y));
@@ -282,11 +294,11 @@ export class UOp {
   }
   /** Floor division. */
   idiv(y: Operand): UOp {
-    return this.alu(Ops.IDIV, y);
+    return this.binary(Ops.IDIV, y);
   }
   /** Remainder with the divisor's sign (matches idiv's floor). */
   mod(y: Operand): UOp {
-    return this.alu(Ops.MOD, y);
+    return this.binary(Ops.MOD, y);
   }
   recip(): UOp {
     return UOp.make(Ops.RECIP, [this]);
@@ -295,7 +307,7 @@ export class UOp {
     return UOp.make(Ops.TRUNC, [this]);
   }
   maximum(y: Operand): UOp {
-    return this.alu(Ops.MAX, y);
+    return this.binary(Ops.MAX, y);
   }
   minimum(y: Operand): UOp {
     const b = this.operand('MIN', y);
@@ -303,7 +315,7 @@ export class UOp {
     return this.neg().maximum(b.neg()).neg();
   }
   lt(y: Operand): UOp {
-    return this.alu(Ops.CMPLT, y);
+    return this.binary(Ops.CMPLT, y);
   }
   gt(y: Operand): UOp {
     return this.operand('CMPGT', y).lt(this);
@@ -315,7 +327,7 @@ export class UOp {
     return this.lt(y).logicalNot();
   }
   ne(y: Operand): UOp {
-    return this.alu(Ops.CMPNE, y);
+    return this.binary(Ops.CMPNE, y);
   }
   eq(y: Operand): UOp {
     return this.ne(y).logicalNot();

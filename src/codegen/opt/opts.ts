@@ -331,33 +331,58 @@ function apply(ast: UOp, o: Opt, target: Target): UOp {
   }
 }
 
+/** A kernel with a prefix of an opt list applied, and what the opts after it are checked against. */
+interface Applied {
+  k: UOp;
+  ranges: UOp[];
+  noLocals: boolean;
+  raster: boolean;
+}
+
+// The heuristics probe growing opt lists of one kernel (each mostly a prefix of the next) before lowerKernel
+// applies the chosen one: the prefixes applied to the last kernel are kept, so that each opt applies once.
+let lastKernel: { ast: UOp; target: Target; prefixes: Map<string, Applied> } | undefined;
+
 /**
  * Applies a kernel's opt list left to right; an illegal opt throws an Error saying why. The list is the
  * kernel's whole list: "TC comes first" and NOLOCALS are checked within it.
  */
 export function applyOpts(ast: UOp, opts: readonly Opt[], target: Target = CPU_TARGET): UOp {
-  let noLocals = false;
-  let raster = false;
-  let k = ast;
-  let ranges = kernelRanges(k);
+  if (lastKernel?.ast !== ast || lastKernel.target !== target)
+    lastKernel = { ast, target, prefixes: new Map() };
+  const { prefixes } = lastKernel;
+  let at: Applied = { k: ast, ranges: kernelRanges(ast), noLocals: false, raster: false };
+  let key = '';
   for (const [i, o] of opts.entries()) {
+    key += `${printOpt(o)} `;
+    const hit = prefixes.get(key);
+    if (hit !== undefined) {
+      at = hit;
+      continue;
+    }
+    const { k, ranges, noLocals, raster } = at;
     const why =
       i > 0 && opts[i - 1]!.op === 'STAGE'
         ? 'STAGE must be the last opt'
         : illegal(o, { ast: k, ranges, target, first: i === 0, noLocals, raster });
     if (why !== undefined)
       throw new Error(`opt ${printOpt(o)} is illegal: ${why}; kernel axes: ${describeAxes(ranges)}`);
-    if (o.op === 'NOLOCALS') noLocals = true;
-    if (o.op === 'RASTER') raster = true;
-    k = apply(k, o, target);
-    ranges = kernelRanges(k);
+    const next = apply(k, o, target);
+    const nextRanges = kernelRanges(next);
     // a split of a LOCAL, UPCAST or GROUP_REDUCE axis multiplies the slots GROUP_REDUCE shares take
     const local = target.grid?.localBytes;
-    const shares = local === undefined || o.op !== 'SPLIT' ? 0 : groupShareBytes(k, ranges);
+    const shares = local === undefined || o.op !== 'SPLIT' ? 0 : groupShareBytes(next, nextRanges);
     if (shares > local!)
       throw new Error(
-        `opt ${printOpt(o)} is illegal: its GROUP_REDUCE shares take ${shares} bytes of local memory, more than the target's ${local}; kernel axes: ${describeAxes(ranges)}`,
+        `opt ${printOpt(o)} is illegal: its GROUP_REDUCE shares take ${shares} bytes of local memory, more than the target's ${local}; kernel axes: ${describeAxes(nextRanges)}`,
       );
+    at = {
+      k: next,
+      ranges: nextRanges,
+      noLocals: noLocals || o.op === 'NOLOCALS',
+      raster: raster || o.op === 'RASTER',
+    };
+    prefixes.set(key, at);
   }
-  return k;
+  return at.k;
 }
