@@ -66,9 +66,12 @@ export function kernelName(ast: UOp, colour = false): string {
   return [kind, ...sizes].join('_');
 }
 
+/** Threads of a warp, which runs a WMMA (every tensor core a device declares, runtime/tensor-cores.ts). */
+const WARP = 32;
+
 /**
  * Arithmetic ops executed: each op (each lane of a vector op) counted once per iteration of the loops around it
- * and once per thread of a GPU's grid (the product of its SPECIAL sizes).
+ * and once per thread of a GPU's grid (the product of its SPECIAL sizes); a WMMA as its multiplies and adds.
  */
 function countFlops(linear: UOp): number {
   let trips = linear.src.reduce(
@@ -88,6 +91,11 @@ function countFlops(linear: UOp): number {
       (GroupOp.Binary.has(u.op) || GroupOp.Unary.has(u.op) || GroupOp.Ternary.has(u.op))
     )
       flops += trips * (u.shape?.length === 1 ? Number(u.shape[0]) : 1); // a vector op does one per lane
+    else if (u.op === Ops.WMMA) {
+      // a warp's 32 threads run one multiply-accumulate of N x M x K together: each thread's share of it
+      const [n, m, k] = u.argOf(Ops.WMMA).dims;
+      flops += (trips * 2 * n * m * k) / WARP;
+    }
   }
   return flops;
 }

@@ -122,6 +122,16 @@ describe('tensor cores on SIMT', () => {
     expect(worst(got, inputs[1]!, inputs[2]!, M, K, N, dtypes.float16)).toBeLessThanOrEqual(1);
   });
 
+  it("counts a WMMA's multiplies and adds in the kernel's flops (DEBUG=2's GFLOP/s)", () => {
+    const [M, K, N] = [64, 32, 32];
+    const k = kernelOf(input([M, K], dtypes.float16).matmul(input([K, N], dtypes.float16)));
+    const { linear, flops } = lowerKernel(k.ast, { target });
+    expect(wmmas(linear).length).toBeGreaterThan(0);
+    // the products and sums, beside which the output's casts are a few percent
+    expect(flops).toBeGreaterThanOrEqual(2 * M * K * N);
+    expect(flops).toBeLessThan(2.1 * M * K * N);
+  });
+
   it("reads the A fragment's neighbouring pairs (columns c, c + 1 of a row) as one half2 load each, stores C's so", () => {
     const k = kernelOf(input([32, 32], dtypes.float16).matmul(input([32, 16], dtypes.float16)));
     const { linear, got, inputs } = runSimt(k, [{ op: 'TC', axis: 2, tc: 0, opt: 0, mode: 1 }]);
