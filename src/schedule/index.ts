@@ -12,7 +12,7 @@ import { planMemory } from './memory.ts';
 import { storeOperands } from './operands.ts';
 import { rangeify, type Schedule } from './rangeify.ts';
 import { type LowerCall, resolveFunctions } from './resolve.ts';
-import { splitReduces } from './split.ts';
+import { splitReduces, splitSweeps } from './split.ts';
 
 /** Resolve functions, then callify: the roots as one stateless function over their input buffers. */
 export function toFunction(roots: readonly UOp[], lowerCall: LowerCall): Callified {
@@ -52,10 +52,8 @@ const HOST: ScheduleTarget = { gpu: false, maxBuffers: Number.POSITIVE_INFINITY 
  * the buffer holding each root.
  */
 export function kernelsOf(body: UOp, device: string, target = HOST): Schedule {
-  const split = boundKernels(
-    storeOperands(splitReduces(foldViews(body), target.gpu), target.gpu),
-    target.maxBuffers,
-  );
+  const stored = storeOperands(splitReduces(foldViews(body), target.gpu), target.gpu);
+  const split = boundKernels(target.gpu ? stored : splitSweeps(stored), target.maxBuffers);
   const schedule = rangeify(split.src, () => device);
   // the roots as the caller knows them
   const outputs = new Map(body.src.map((r, i) => [r, schedule.outputs.get(split.src[i]!)!]));

@@ -101,11 +101,57 @@ function splitReduce(r: UOp, gpu: boolean): UOp | undefined {
   return partial.reduce(op, [a, a + 2]).reshape(r.shape as number[]);
 }
 
+/**
+ * A CPU's register tile sweeps the whole sum once per tile, reading a block of both operands each step: past
+ * this many steps its blocks leave the core's cache (L2). A conv's weight gradient (25,600 results of B x 400
+ * products, 32 -> 32 channels, 5x5 onto 20x20) ran at 160-180 GFLOP/s at batch 8 and 40 at batch 32.
+ */
+const SWEEP = 4096;
+/**
+ * Split only sums of at least this many runs: in two or three the thread split moves onto the runs and the tile
+ * takes other shapes (a 3x3 gradient 64 -> 64 onto 6x6 at batch 128, through a relu's mask: 2.8 -> 5.2 ms).
+ */
+const MIN_RUNS = 4;
+/** ... into at least this many results: fewer fill one register tile (16 vectors of 16), which sweeps once. */
+const SWEEP_OUTPUTS = 512;
+
+/**
+ * A long sum of products into many results (a conv's weight gradient, over the batch and the image) on a CPU,
+ * in runs of its outermost reduced axis (images) of at most SWEEP products: each run's tiles read operands that
+ * stay in cache, and the runs' partial results are summed after.
+ */
+function splitSweep(r: UOp): UOp | undefined {
+  const { op, axes } = r.argOf(Ops.REDUCE);
+  const x = r.src[0]!;
+  const shape = x.shape as number[];
+  if (op !== Ops.ADD || !isProduct(x) || !shape.every((d) => typeof d === 'number')) return undefined;
+  const count = axes.reduce((n, a) => n * shape[a]!, 1);
+  const a = Math.min(...axes);
+  const n = shape[a]!;
+  const run = count / n;
+  if (count < MIN_RUNS * SWEEP || run > SWEEP / 2 || prod(shape) / count < SWEEP_OUTPUTS) return undefined;
+  // the fewest runs that fit
+  let parts = 2;
+  while (parts < n && (n % parts !== 0 || (n / parts) * run > SWEEP)) parts++;
+  const split = x.reshape([...shape.slice(0, a), parts, n / parts, ...shape.slice(a + 1)]);
+  const partial = split.reduce(
+    op,
+    axes.map((i) => (i === a ? a + 1 : i > a ? i + 1 : i)),
+  ); // (..., parts, 1, ...)
+  return partial.reduce(op, [a]).reshape(r.shape as number[]);
+}
+
 const rules = (gpu: boolean) =>
   new PatternMatcher([[new UPat({ op: Ops.REDUCE, name: 'r' }), ({ r }) => splitReduce(r!, gpu)]]);
+const SWEEP_RULES = new PatternMatcher([
+  [new UPat({ op: Ops.REDUCE, name: 'r' }), ({ r }) => splitSweep(r!)],
+]);
 const CPU_RULES = rules(false);
 const GPU_RULES = rules(true);
 
 /** The tensor graph with its big sums into few results split in two steps (parts interleaved on a GPU). */
 export const splitReduces = (sink: UOp, gpu = false): UOp =>
   graphRewrite(sink, gpu ? GPU_RULES : CPU_RULES, { name: 'split reduces' });
+
+/** The tensor graph with its long sums of products into many results in runs that fit a CPU's cache. */
+export const splitSweeps = (sink: UOp): UOp => graphRewrite(sink, SWEEP_RULES, { name: 'split sweeps' });
