@@ -100,24 +100,67 @@ function canonicalAddress(idx: UOp, known: Offsets): UOp | undefined {
 /** A STACK of a vector value's lanes (made by lowerLanes), not one that lists a shape. */
 const laneStack = (x: UOp) => x.op === Ops.STACK && x.isVector && x.dtype !== dtypes.index;
 
-/** u's value in lane j: each VCONST set to its j-th value, each STACK of lanes to its j-th, then simplified. */
+/** root rebuilt from the nodes `at` gives a value for (those below them left out of the walk). */
+function rebuildAt(root: UOp, at: (x: UOp) => UOp | undefined): UOp {
+  const out = new Map<UOp, UOp>();
+  const stack: UOp[] = [root];
+  while (stack.length) {
+    const x = stack[stack.length - 1]!;
+    if (out.has(x)) {
+      stack.pop();
+      continue;
+    }
+    const given = at(x);
+    const pending = given === undefined ? x.src.filter((s) => !out.has(s)) : [];
+    if (pending.length) {
+      stack.push(...pending);
+      continue;
+    }
+    stack.pop();
+    if (given !== undefined) out.set(x, given);
+    else {
+      const src = x.src.map((s) => out.get(s)!);
+      out.set(x, src.every((s, i) => s === x.src[i]) ? x : x.withFreshSrc(src));
+    }
+  }
+  return out.get(root)!;
+}
+
+/** A lane of a vector reduce: INDEX(reduce, lane). */
+const reduceLane = (x: UOp) => x.op === Ops.INDEX && x.src[0]!.op === Ops.REDUCE && x.src[0]!.isVector;
+
+/** What x is in lane j, where lane() stops at x rather than rebuild it from its sources. */
+function laneAt(x: UOp, j: number): UOp | undefined {
+  if (x.op === Ops.VCONST) return UOp.index(laneValues(x)[j]!);
+  // the stores an AFTER waits for (a LOCAL tile's vector copies) are no lane of u; a lane read is one already
+  if (x.op === Ops.AFTER || reduceLane(x)) return x;
+  // a value already made of its lanes (an inner select of relu's gradient, under the outer one)
+  if (laneStack(x)) return x.src[j]!;
+  // a vector reduce is summed once, as a vector, and its lane read: reduced per lane as well, a masked matmul's
+  // gradient summed every product twice (GELU's backward in the transformer: 40 accumulators for 20 sums)
+  if (x.op === Ops.REDUCE && x.isVector) return UOp.make(Ops.INDEX, [x, UOp.index(j)]);
+  return undefined;
+}
+
+/**
+ * u's value in lane j, simplified. The lanes of reduces it reads are named scalars while it simplifies: the
+ * simplifier would rewrite a reduce's body (its vector addresses out of canonical form), a second reduce.
+ */
 function lane(u: UOp, j: number): UOp {
-  // an AFTER stays whole: the stores it waits for (a LOCAL tile's vector copies) are no lane of u; a STACK
-  // below u is a value already made of its lanes (an inner select of relu's gradient, under the outer one)
-  const values = new Map(
-    u
-      .toposort()
-      .flatMap((x) =>
-        x.op === Ops.VCONST
-          ? [[x, UOp.index(laneValues(x)[j]!)] as const]
-          : x.op === Ops.AFTER
-            ? [[x, x] as const]
-            : laneStack(x)
-              ? [[x, x.src[j]!] as const]
-              : [],
-      ),
+  const reads = new Map<UOp, UOp>();
+  const named = rebuildAt(
+    rebuildAt(u, (x) => laneAt(x, j)),
+    (x) => {
+      if (!reduceLane(x)) return undefined;
+      const name = UOp.make(Ops.PARAM, [UOp.shapeVec([])], {
+        slot: `reduce lane ${reads.size}`,
+        dtype: x.dtype,
+      });
+      reads.set(name, x);
+      return name;
+    },
   );
-  return simplifyGraph(substitute(u, values), 'one lane');
+  return substitute(simplifyGraph(named, 'one lane'), reads);
 }
 
 /** Comparisons whose vector C computes whole, as a mask of lanes (GCC's all-ones or zero integers). */

@@ -184,6 +184,21 @@ describe('vector lanes (C)', () => {
     expect(out).toEqual(Array.from(zs, (x, i) => (x < 0 ? 0 : x > 0 ? 1 : 0.5) * gs[i]!));
   });
 
+  it('sum a reduce once, as a vector, where a value computed lane by lane reads it', () => {
+    // where(float64(a @ b) < 0, 0, a @ b) + a @ b: the select's lanes read the matmul's lanes, which were
+    // reduced a second time, per lane (four scalar accumulators beside the vector one)
+    const a = new Tensor(fill(8 * 16, dtypes.float32, 1), { device: 'CPU' }).reshape([8, 16]);
+    const b = new Tensor(fill(16 * 8, dtypes.float32, 2), { device: 'CPU' }).reshape([16, 8]);
+    const s = a.matmul(b);
+    const k = kernelOf(s.cast(dtypes.float64).lt(0).where(0, s).add(s));
+    const { out, source } = run(k, [{ op: 'SPLIT', axis: 1, factor: 4, target: AxisType.UPCAST }]);
+    // one accumulator, declared as a vector
+    expect(source.match(/^\s*\S+ acc\d+ = /gm)?.map((l) => l.trim())).toEqual(['tg_float4 acc0 =']);
+    expect(out).toEqual(run(k, []).out);
+    // both selects happen: s < 0 gives s, s > 0 gives 2s
+    expect(out.some((x) => x < 0) && out.some((x) => x > 0)).toBe(true);
+  });
+
   it('fall back to scalar copies where a vector would hold bools', () => {
     const x = new Tensor(fill(8 * 8, dtypes.float32, 1), { device: 'CPU' }).reshape([8, 8]);
     const k = kernelOf(x.gt(0));
