@@ -165,21 +165,39 @@ function lane(u: UOp, j: number): UOp {
 
 /** Comparisons whose vector C computes whole, as a mask of lanes (GCC's all-ones or zero integers). */
 export const MASK_OPS: ReadonlySet<Ops> = new Set([Ops.CMPLT, Ops.CMPNE, Ops.CMPEQ]);
+/** Ops that combine masks of one width bit by bit. */
+const MASK_LOGIC: ReadonlySet<Ops> = new Set([Ops.OR, Ops.AND, Ops.XOR]);
+
+/** Whether c is `m != true` (logical not, as the simplifier writes it). */
+export const maskNot = (c: UOp) =>
+  c.op === Ops.CMPNE &&
+  c.src[0]!.dtype === dtypes.bool &&
+  c.src[1]!.op === Ops.CONST &&
+  c.src[1]!.constValue === true;
 
 /**
- * Whether u is a select of vectors by a comparison of vectors of the same width: C selects with the mask the
- * comparison makes (relu's gradient: 16 lanes of float compare and select in 4 ops, not 16 scalar selects).
+ * The width in bytes of the integer lanes of c where vector C computes c whole, as a mask: a comparison of
+ * vectors of C types, or masks of one width combined by or, and, xor and not (GELU's gradient selects by
+ * `0 < x | !(x != 0)`, which was computed lane by lane with all it reads).
  */
-const maskSelect = (u: UOp) => {
-  const c = u.src[0]!;
-  return (
-    u.op === Ops.WHERE &&
-    VECTOR_DTYPES.has(u.dtype) &&
-    c.isVector &&
-    MASK_OPS.has(c.op) &&
-    c.src.every((x) => VECTOR_DTYPES.has(x.dtype) && x.dtype.itemsize === u.dtype.itemsize)
-  );
-};
+export function maskWidth(c: UOp): number | undefined {
+  if (!c.isVector || c.dtype !== dtypes.bool) return undefined;
+  if (maskNot(c)) return maskWidth(c.src[0]!);
+  if (MASK_OPS.has(c.op)) {
+    const [a, b] = c.src as [UOp, UOp];
+    return VECTOR_DTYPES.has(a.dtype) && a.dtype === b.dtype ? a.dtype.itemsize : undefined;
+  }
+  if (!MASK_LOGIC.has(c.op) || !c.src.every((x) => x.isVector)) return undefined;
+  const w = maskWidth(c.src[0]!);
+  return w !== undefined && w === maskWidth(c.src[1]!) ? w : undefined;
+}
+
+/**
+ * Whether u is a select of vectors by a mask of the same width: C selects with the mask's bits (relu's
+ * gradient: 16 lanes of float compare and select in 4 ops, not 16 scalar selects).
+ */
+const maskSelect = (u: UOp) =>
+  u.op === Ops.WHERE && VECTOR_DTYPES.has(u.dtype) && maskWidth(u.src[0]!) === u.dtype.itemsize;
 
 /** Whether C cannot compute vector u as a vector: it reads a bool vector (a per-lane condition) other than a
  * mask it selects by, or it is a load whose address is not affine in the lanes. Such a value is made of its
@@ -233,17 +251,21 @@ export const canonicalAddresses = (ast: UOp): UOp => lowerLanes(ast, false).out;
 /** Why the kernel's vectors are not supported, or the kernel with canonical vector addresses. */
 export function lowerVectors(ast: UOp): UOp | string {
   const { out, addresses } = lowerLanes(ast, true);
-  // what is left of the lanes: index vectors as addresses only, bool vectors as the masks of selects only,
-  // values of C types
-  const masks = new Set<UOp>();
+  // what is left of the lanes: index vectors as addresses only, bool vectors as masks (of selects, or of the
+  // masks that combine them) only, values of C types
   for (const u of out.toposort()) {
     const bools = u.src.filter((s) => s.isVector && s.dtype === dtypes.bool);
-    if (bools.length && !(maskSelect(u) && bools.length === 1 && bools[0] === u.src[0]))
-      return `${Ops[u.op]} reads a bool per lane`;
-    if (maskSelect(u)) masks.add(u.src[0]!);
+    const selects = maskSelect(u) && bools.length === 1 && bools[0] === u.src[0];
+    if (bools.length && !selects && maskWidth(u) === undefined) return `${Ops[u.op]} reads a bool per lane`;
   }
   for (const u of out.toposort()) {
-    if (!u.isVector || u.op === Ops.VCONST || u.op === Ops.STACK || addresses.has(u) || masks.has(u))
+    if (
+      !u.isVector ||
+      u.op === Ops.VCONST ||
+      u.op === Ops.STACK ||
+      addresses.has(u) ||
+      maskWidth(u) !== undefined
+    )
       continue;
     if (u.dtype === dtypes.index) return `${Ops[u.op]} computes with the lane index`;
     if (u.dtype === dtypes.bool) return `${Ops[u.op]} makes a bool per lane`;
