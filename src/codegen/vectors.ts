@@ -205,6 +205,9 @@ const maskSelect = (u: UOp) =>
 function byLanes(u: UOp, known: Offsets): boolean {
   if (!u.isVector || u.dtype === dtypes.bool || u.dtype === dtypes.index || maskSelect(u)) return false;
   if (u.src.some((s) => s.isVector && s.dtype === dtypes.bool)) return true;
+  // C has no vector of the index type: a lane index cast to int (a causal mask's column) is made of its lanes,
+  // and what compares it stays a mask
+  if (u.op === Ops.CAST && u.src[0]!.isVector && u.src[0]!.dtype === dtypes.index) return true;
   return (
     u.op === Ops.LOAD && u.src[0]!.src[1]!.isVector && laneOffsets(u.src[0]!.src[1]!, known) === undefined
   );

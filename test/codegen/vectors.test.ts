@@ -209,6 +209,18 @@ describe('vector lanes (C)', () => {
     expect(new Set(xs.map(Math.sign))).toEqual(new Set([-1, 0, 1]));
   });
 
+  it("select by a comparison of the lane's column (a causal mask) as a mask of vectors", () => {
+    // where(col > row, -inf, x): the column cast to int is made of its lanes, the comparison and select are
+    // whole vectors (the cast of the lane index put the whole kernel in scalar copies)
+    const xs = fill(8 * 16, dtypes.float32, 1) as Float32Array;
+    const x = new Tensor(xs, { device: 'CPU' }).reshape([8, 16]);
+    const k = kernelOf(x.tril().exp2());
+    const { out, source } = run(k, [{ op: 'SPLIT', axis: 1, factor: 4, target: AxisType.UPCAST }]);
+    expect(source).toMatch(/tg_float4 alu\d+ = \(\(tg_float4\)\(\(/);
+    expect(source).not.toContain('_Bool');
+    expect(out).toEqual(Array.from(xs, (v, i) => (i % 16 <= Math.floor(i / 16) ? Math.fround(2 ** v) : 1)));
+  });
+
   it('sum a reduce once, as a vector, where a value computed lane by lane reads it', () => {
     // where(float64(a @ b) < 0, 0, a @ b) + a @ b: the select's lanes read the matmul's lanes, which were
     // reduced a second time, per lane (four scalar accumulators beside the vector one)
