@@ -100,43 +100,104 @@ function canonicalAddress(idx: UOp, known: Offsets): UOp | undefined {
 /** A STACK of a vector value's lanes (made by lowerLanes), not one that lists a shape. */
 const laneStack = (x: UOp) => x.op === Ops.STACK && x.isVector && x.dtype !== dtypes.index;
 
-/** u's value in lane j: each VCONST set to its j-th value, each STACK of lanes to its j-th, then simplified. */
+/** root rebuilt from the nodes `at` gives a value for (those below them left out of the walk). */
+function rebuildAt(root: UOp, at: (x: UOp) => UOp | undefined): UOp {
+  const out = new Map<UOp, UOp>();
+  const stack: UOp[] = [root];
+  while (stack.length) {
+    const x = stack[stack.length - 1]!;
+    if (out.has(x)) {
+      stack.pop();
+      continue;
+    }
+    const given = at(x);
+    const pending = given === undefined ? x.src.filter((s) => !out.has(s)) : [];
+    if (pending.length) {
+      stack.push(...pending);
+      continue;
+    }
+    stack.pop();
+    if (given !== undefined) out.set(x, given);
+    else {
+      const src = x.src.map((s) => out.get(s)!);
+      out.set(x, src.every((s, i) => s === x.src[i]) ? x : x.withFreshSrc(src));
+    }
+  }
+  return out.get(root)!;
+}
+
+/** A lane of a vector reduce: INDEX(reduce, lane). */
+const reduceLane = (x: UOp) => x.op === Ops.INDEX && x.src[0]!.op === Ops.REDUCE && x.src[0]!.isVector;
+
+/** What x is in lane j, where lane() stops at x rather than rebuild it from its sources. */
+function laneAt(x: UOp, j: number): UOp | undefined {
+  if (x.op === Ops.VCONST) return UOp.index(laneValues(x)[j]!);
+  // the stores an AFTER waits for (a LOCAL tile's vector copies) are no lane of u; a lane read is one already
+  if (x.op === Ops.AFTER || reduceLane(x)) return x;
+  // a value already made of its lanes (an inner select of relu's gradient, under the outer one)
+  if (laneStack(x)) return x.src[j]!;
+  // a vector reduce is summed once, as a vector, and its lane read: reduced per lane as well, a masked matmul's
+  // gradient summed every product twice (GELU's backward in the transformer: 40 accumulators for 20 sums)
+  if (x.op === Ops.REDUCE && x.isVector) return UOp.make(Ops.INDEX, [x, UOp.index(j)]);
+  return undefined;
+}
+
+/**
+ * u's value in lane j, simplified. The lanes of reduces it reads are named scalars while it simplifies: the
+ * simplifier would rewrite a reduce's body (its vector addresses out of canonical form), a second reduce.
+ */
 function lane(u: UOp, j: number): UOp {
-  // an AFTER stays whole: the stores it waits for (a LOCAL tile's vector copies) are no lane of u; a STACK
-  // below u is a value already made of its lanes (an inner select of relu's gradient, under the outer one)
-  const values = new Map(
-    u
-      .toposort()
-      .flatMap((x) =>
-        x.op === Ops.VCONST
-          ? [[x, UOp.index(laneValues(x)[j]!)] as const]
-          : x.op === Ops.AFTER
-            ? [[x, x] as const]
-            : laneStack(x)
-              ? [[x, x.src[j]!] as const]
-              : [],
-      ),
+  const reads = new Map<UOp, UOp>();
+  const named = rebuildAt(
+    rebuildAt(u, (x) => laneAt(x, j)),
+    (x) => {
+      if (!reduceLane(x)) return undefined;
+      const name = UOp.make(Ops.PARAM, [UOp.shapeVec([])], {
+        slot: `reduce lane ${reads.size}`,
+        dtype: x.dtype,
+      });
+      reads.set(name, x);
+      return name;
+    },
   );
-  return simplifyGraph(substitute(u, values), 'one lane');
+  return substitute(simplifyGraph(named, 'one lane'), reads);
 }
 
 /** Comparisons whose vector C computes whole, as a mask of lanes (GCC's all-ones or zero integers). */
 export const MASK_OPS: ReadonlySet<Ops> = new Set([Ops.CMPLT, Ops.CMPNE, Ops.CMPEQ]);
+/** Ops that combine masks of one width bit by bit. */
+const MASK_LOGIC: ReadonlySet<Ops> = new Set([Ops.OR, Ops.AND, Ops.XOR]);
+
+/** Whether c is `m != true` (logical not, as the simplifier writes it). */
+export const maskNot = (c: UOp) =>
+  c.op === Ops.CMPNE &&
+  c.src[0]!.dtype === dtypes.bool &&
+  c.src[1]!.op === Ops.CONST &&
+  c.src[1]!.constValue === true;
 
 /**
- * Whether u is a select of vectors by a comparison of vectors of the same width: C selects with the mask the
- * comparison makes (relu's gradient: 16 lanes of float compare and select in 4 ops, not 16 scalar selects).
+ * The width in bytes of the integer lanes of c where vector C computes c whole, as a mask: a comparison of
+ * vectors of C types, or masks of one width combined by or, and, xor and not (GELU's gradient selects by
+ * `0 < x | !(x != 0)`, which was computed lane by lane with all it reads).
  */
-const maskSelect = (u: UOp) => {
-  const c = u.src[0]!;
-  return (
-    u.op === Ops.WHERE &&
-    VECTOR_DTYPES.has(u.dtype) &&
-    c.isVector &&
-    MASK_OPS.has(c.op) &&
-    c.src.every((x) => VECTOR_DTYPES.has(x.dtype) && x.dtype.itemsize === u.dtype.itemsize)
-  );
-};
+export function maskWidth(c: UOp): number | undefined {
+  if (!c.isVector || c.dtype !== dtypes.bool) return undefined;
+  if (maskNot(c)) return maskWidth(c.src[0]!);
+  if (MASK_OPS.has(c.op)) {
+    const [a, b] = c.src as [UOp, UOp];
+    return VECTOR_DTYPES.has(a.dtype) && a.dtype === b.dtype ? a.dtype.itemsize : undefined;
+  }
+  if (!MASK_LOGIC.has(c.op) || !c.src.every((x) => x.isVector)) return undefined;
+  const w = maskWidth(c.src[0]!);
+  return w !== undefined && w === maskWidth(c.src[1]!) ? w : undefined;
+}
+
+/**
+ * Whether u is a select of vectors by a mask of the same width: C selects with the mask's bits (relu's
+ * gradient: 16 lanes of float compare and select in 4 ops, not 16 scalar selects).
+ */
+const maskSelect = (u: UOp) =>
+  u.op === Ops.WHERE && VECTOR_DTYPES.has(u.dtype) && maskWidth(u.src[0]!) === u.dtype.itemsize;
 
 /** Whether C cannot compute vector u as a vector: it reads a bool vector (a per-lane condition) other than a
  * mask it selects by, or it is a load whose address is not affine in the lanes. Such a value is made of its
@@ -144,6 +205,9 @@ const maskSelect = (u: UOp) => {
 function byLanes(u: UOp, known: Offsets): boolean {
   if (!u.isVector || u.dtype === dtypes.bool || u.dtype === dtypes.index || maskSelect(u)) return false;
   if (u.src.some((s) => s.isVector && s.dtype === dtypes.bool)) return true;
+  // C has no vector of the index type: a lane index cast to int (a causal mask's column) is made of its lanes,
+  // and what compares it stays a mask
+  if (u.op === Ops.CAST && u.src[0]!.isVector && u.src[0]!.dtype === dtypes.index) return true;
   return (
     u.op === Ops.LOAD && u.src[0]!.src[1]!.isVector && laneOffsets(u.src[0]!.src[1]!, known) === undefined
   );
@@ -190,17 +254,21 @@ export const canonicalAddresses = (ast: UOp): UOp => lowerLanes(ast, false).out;
 /** Why the kernel's vectors are not supported, or the kernel with canonical vector addresses. */
 export function lowerVectors(ast: UOp): UOp | string {
   const { out, addresses } = lowerLanes(ast, true);
-  // what is left of the lanes: index vectors as addresses only, bool vectors as the masks of selects only,
-  // values of C types
-  const masks = new Set<UOp>();
+  // what is left of the lanes: index vectors as addresses only, bool vectors as masks (of selects, or of the
+  // masks that combine them) only, values of C types
   for (const u of out.toposort()) {
     const bools = u.src.filter((s) => s.isVector && s.dtype === dtypes.bool);
-    if (bools.length && !(maskSelect(u) && bools.length === 1 && bools[0] === u.src[0]))
-      return `${Ops[u.op]} reads a bool per lane`;
-    if (maskSelect(u)) masks.add(u.src[0]!);
+    const selects = maskSelect(u) && bools.length === 1 && bools[0] === u.src[0];
+    if (bools.length && !selects && maskWidth(u) === undefined) return `${Ops[u.op]} reads a bool per lane`;
   }
   for (const u of out.toposort()) {
-    if (!u.isVector || u.op === Ops.VCONST || u.op === Ops.STACK || addresses.has(u) || masks.has(u))
+    if (
+      !u.isVector ||
+      u.op === Ops.VCONST ||
+      u.op === Ops.STACK ||
+      addresses.has(u) ||
+      maskWidth(u) !== undefined
+    )
       continue;
     if (u.dtype === dtypes.index) return `${Ops[u.op]} computes with the lane index`;
     if (u.dtype === dtypes.bool) return `${Ops[u.op]} makes a bool per lane`;

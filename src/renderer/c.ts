@@ -2,7 +2,7 @@
 // as a GPU kernel over workgroups.
 
 import { exp2Series } from '../codegen/decompose.ts';
-import { MASK_OPS } from '../codegen/vectors.ts';
+import { MASK_OPS, maskNot, maskWidth } from '../codegen/vectors.ts';
 import { AddrSpace, type DType, dtypes } from '../dtype.ts';
 import { HOST_BUFFER_ALIGN } from '../helpers.ts';
 import { Ops, opName } from '../uop/ops.ts';
@@ -326,7 +326,10 @@ function cLanguage(indexType: string, dialect: Dialect = C_DIALECT): Language {
         u.src[i]!.lanes > 1 ? a[i]! : `((${vectorType(u.src[i]!.dtype, lanes)}){} + ${a[i]})`;
       // a comparison of vectors is a mask (all-ones or zero integers as wide as its operands' lanes), and a
       // select by it takes the bits of one value or the other (src/codegen/vectors.ts keeps only these)
-      if (MASK_OPS.has(u.op)) return expr(u, [whole(0), whole(1)]);
+      // masks combine bit by bit; not is the complement (a mask's true is all ones, so != 1 would not do)
+      if (maskNot(u) && maskWidth(u) !== undefined) return `(~${a[0]})`;
+      if (MASK_OPS.has(u.op) || (u.dtype === dtypes.bool && maskWidth(u) !== undefined))
+        return expr(u, [whole(0), whole(1)]);
       if (u.op === Ops.WHERE && u.src[0]!.lanes > 1) {
         const mask = vectorType(u.dtype.itemsize === 8 ? dtypes.int64 : dtypes.int32, lanes);
         const [c, x, y] = [`((${mask})${a[0]})`, `(${mask})${whole(1)}`, `(${mask})${whole(2)}`];

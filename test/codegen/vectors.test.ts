@@ -184,6 +184,58 @@ describe('vector lanes (C)', () => {
     expect(out).toEqual(Array.from(zs, (x, i) => (x < 0 ? 0 : x > 0 ? 1 : 0.5) * gs[i]!));
   });
 
+  it('select by masks combined with or, and, xor and not, as vectors', () => {
+    // GELU's gradient selects by 0 < x | !(x != 0): each select was computed lane by lane
+    const xs = fill(8 * 8, dtypes.float32, 1) as Float32Array;
+    const ys = fill(8 * 8, dtypes.float32, 2) as Float32Array;
+    const x = new Tensor(xs, { device: 'CPU' }).reshape([8, 8]);
+    const y = new Tensor(ys, { device: 'CPU' }).reshape([8, 8]);
+    const [pos, zero, big] = [x.gt(0), x.ne(0).logicalNot(), y.gt(1)];
+    const k = kernelOf(
+      pos
+        .bitwiseOr(zero)
+        .where(x, y)
+        .add(pos.bitwiseAnd(big).where(1, 0))
+        .add(pos.bitwiseXor(big).logicalNot().where(2, 0)),
+    );
+    const { out, source } = run(k, [{ op: 'SPLIT', axis: 1, factor: 4, target: AxisType.UPCAST }]);
+    expect(source).not.toContain('_Bool');
+    expect(source).toMatch(/ = \(~alu\d+\);/);
+    const expected = Array.from(xs, (v, i) => {
+      const [p, z, b] = [v > 0, v === 0, ys[i]! > 1];
+      return (p || z ? v : ys[i]!) + (p && b ? 1 : 0) + (p !== b ? 0 : 2);
+    });
+    expect(out).toEqual(expected);
+    expect(new Set(xs.map(Math.sign))).toEqual(new Set([-1, 0, 1]));
+  });
+
+  it("select by a comparison of the lane's column (a causal mask) as a mask of vectors", () => {
+    // where(col > row, -inf, x): the column cast to int is made of its lanes, the comparison and select are
+    // whole vectors (the cast of the lane index put the whole kernel in scalar copies)
+    const xs = fill(8 * 16, dtypes.float32, 1) as Float32Array;
+    const x = new Tensor(xs, { device: 'CPU' }).reshape([8, 16]);
+    const k = kernelOf(x.tril().exp2());
+    const { out, source } = run(k, [{ op: 'SPLIT', axis: 1, factor: 4, target: AxisType.UPCAST }]);
+    expect(source).toMatch(/tg_float4 alu\d+ = \(\(tg_float4\)\(\(/);
+    expect(source).not.toContain('_Bool');
+    expect(out).toEqual(Array.from(xs, (v, i) => (i % 16 <= Math.floor(i / 16) ? Math.fround(2 ** v) : 1)));
+  });
+
+  it('sum a reduce once, as a vector, where a value computed lane by lane reads it', () => {
+    // where(float64(a @ b) < 0, 0, a @ b) + a @ b: the select's lanes read the matmul's lanes, which were
+    // reduced a second time, per lane (four scalar accumulators beside the vector one)
+    const a = new Tensor(fill(8 * 16, dtypes.float32, 1), { device: 'CPU' }).reshape([8, 16]);
+    const b = new Tensor(fill(16 * 8, dtypes.float32, 2), { device: 'CPU' }).reshape([16, 8]);
+    const s = a.matmul(b);
+    const k = kernelOf(s.cast(dtypes.float64).lt(0).where(0, s).add(s));
+    const { out, source } = run(k, [{ op: 'SPLIT', axis: 1, factor: 4, target: AxisType.UPCAST }]);
+    // one accumulator, declared as a vector
+    expect(source.match(/^\s*\S+ acc\d+ = /gm)?.map((l) => l.trim())).toEqual(['tg_float4 acc0 =']);
+    expect(out).toEqual(run(k, []).out);
+    // both selects happen: s < 0 gives s, s > 0 gives 2s
+    expect(out.some((x) => x < 0) && out.some((x) => x > 0)).toBe(true);
+  });
+
   it('fall back to scalar copies where a vector would hold bools', () => {
     const x = new Tensor(fill(8 * 8, dtypes.float32, 1), { device: 'CPU' }).reshape([8, 8]);
     const k = kernelOf(x.gt(0));
