@@ -493,8 +493,15 @@ function fixedPoint<C>(u: UOp, pm: PatternMatcher<C>, ctx: C, name: string): UOp
  */
 export function substitute(root: UOp, map: ReadonlyMap<UOp, UOp>): UOp {
   if (map.size === 0) return root;
+  const result = rebuilt(root.toposort(), map).get(root)!;
+  tracer?.('substitute', root, result);
+  return result;
+}
+
+/** The nodes of `order` (sources first) rebuilt with `map`'s replacements; a source outside `order` stays. */
+function rebuilt(order: readonly UOp[], map: ReadonlyMap<UOp, UOp>): Map<UOp, UOp> {
   const out = new Map<UOp, UOp>();
-  for (const u of root.toposort()) {
+  for (const u of order) {
     const r = map.get(u);
     if (r !== undefined) {
       out.set(u, r);
@@ -502,15 +509,13 @@ export function substitute(root: UOp, map: ReadonlyMap<UOp, UOp>): UOp {
     }
     let src: UOp[] | undefined;
     for (let i = 0; i < u.src.length; i++) {
-      const s = out.get(u.src[i]!)!;
+      const s = out.get(u.src[i]!) ?? u.src[i]!;
       if (s !== u.src[i] && src === undefined) src = u.srcHead(i);
       src?.push(s);
     }
     out.set(u, src === undefined ? u : u.withFreshSrc(src));
   }
-  const result = out.get(root)!;
-  tracer?.('substitute', root, result);
-  return result;
+  return out;
 }
 
 /**
@@ -532,22 +537,7 @@ export function substituteEach(root: UOp, maps: readonly ReadonlyMap<UOp, UOp>[]
   }
   return maps.map((m) => {
     if (!reaching.has(root)) return root;
-    const out = new Map<UOp, UOp>();
-    for (const u of order) {
-      const r = m.get(u);
-      if (r !== undefined) {
-        out.set(u, r);
-        continue;
-      }
-      let src: UOp[] | undefined;
-      for (let i = 0; i < u.src.length; i++) {
-        const s = out.get(u.src[i]!) ?? u.src[i]!;
-        if (s !== u.src[i] && src === undefined) src = u.srcHead(i);
-        src?.push(s);
-      }
-      out.set(u, src === undefined ? u : u.withFreshSrc(src));
-    }
-    const result = out.get(root)!;
+    const result = rebuilt(order, m).get(root)!;
     tracer?.('substitute', root, result);
     return result;
   });
