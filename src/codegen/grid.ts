@@ -269,7 +269,10 @@ export function oneShareBarrier(ast: UOp): UOp {
   for (const u of ast.toposort()) {
     if (u.op !== Ops.BARRIER || u.arg !== null || u.src.length !== 1) continue;
     const buffer = localTarget(u.src[0]!);
-    if (buffer !== undefined) byBuffer.set(buffer, [...(byBuffer.get(buffer) ?? []), u]);
+    if (buffer === undefined) continue;
+    const same = byBuffer.get(buffer);
+    if (same === undefined) byBuffer.set(buffer, [u]);
+    else same.push(u);
   }
   const to = new Map<UOp, UOp>();
   for (const barriers of byBuffer.values()) {
@@ -278,7 +281,8 @@ export function oneShareBarrier(ast: UOp): UOp {
     const scope = rangesOf(stores[0]!);
     if (!stores.every((s) => sameRanges(rangesOf(s), scope))) continue;
     const waited = new Set(barriers);
-    if (stores.some((s) => s.toposort().some((x) => waited.has(x)))) continue;
+    const below = UOp.sink(...stores).toposort();
+    if (below.some((x) => waited.has(x))) continue;
     const one = UOp.make(Ops.BARRIER, stores);
     for (const b of barriers) to.set(b, one);
   }
