@@ -71,16 +71,28 @@ function sameIdentity(u: UOp, op: Ops, src: readonly UOp[], arg: Arg, argKey: st
 // job's microtasks run, so that it never keeps a dropped graph (and the buffers under it) alive past an await.
 export const RECENT = 4096;
 const recent = new Array<UOp | undefined>(RECENT);
+/**
+ * The slots filled since the last clearing, while they are fewer than RECENT (past that the whole cache is
+ * cleared): an eager op awaited between calls fills a few dozen, and clearing all 4096 was a quarter of its cost.
+ */
+const filled = new Int32Array(RECENT);
+let filledCount = 0;
 let clearing = false;
 function remember(h: number, u: UOp): void {
-  recent[h & (RECENT - 1)] = u;
+  const slot = h & (RECENT - 1);
+  recent[slot] = u;
+  if (filledCount < RECENT) filled[filledCount] = slot;
+  filledCount++;
   if (clearing) return;
   clearing = true;
   // a promise reaction, not queueMicrotask: it exists in every JS context, bare ones included
-  void Promise.resolve().then(() => {
-    recent.fill(undefined);
-    clearing = false;
-  });
+  void Promise.resolve().then(clearRecent);
+}
+function clearRecent(): void {
+  if (filledCount >= RECENT) recent.fill(undefined);
+  else for (let i = 0; i < filledCount; i++) recent[filled[i]!] = undefined;
+  filledCount = 0;
+  clearing = false;
 }
 
 export function lookup(
