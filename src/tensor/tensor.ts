@@ -542,9 +542,7 @@ export class Tensor {
 
   /** @internal A tensor of this one's device over u (for op families in other files). */
   wrap(u: UOp): Tensor {
-    // inside Tensor.noGrad a result builds no gradient graph; views stay views, so writes through them land
-    const detach = gradMode.offDepth > 0 && u.op !== Ops.DETACH && !GroupOp.Movement.has(u.op);
-    const t = new Tensor(detach ? UOp.make(Ops.DETACH, [u]) : u, { device: this.device });
+    const t = new Tensor(gradModeOf(u), { device: this.device });
     // a view (movement ops) of this lazy tensor remembers it: assign writes through (a view of a buffer finds it)
     // (wrap runs for every op: the cheap test first)
     if (
@@ -570,33 +568,21 @@ export class Tensor {
 
   /** @internal A scalar as a tensor beside this one; a tensor checked to be on this device. */
   toTensor(op: string, y: Tensor | ConstValue): Tensor {
-    if (!(y instanceof Tensor)) {
-      if (!SCALAR_TYPES.has(typeof y))
-        throw new Error(
-          `${op}: an operand must be a Tensor or a number, boolean or bigint, got ${Array.isArray(y) ? 'an array (make it a tensor: new Tensor([...]))' : typeof y}`,
-        );
-      const dtype = this.scalarDType(y);
-      // numpy 2 and PyTorch refuse a Python int outside the tensor's dtype rather than wrap it
-      if (dtype.isInt && sideOfRange(dtype, y) !== 0) {
-        const [lo, hi] = intRange(dtype);
-        throw new Error(
-          `${op}: the number ${y} does not fit the tensor's dtype ${dtype.name} (${lo}..${hi}); cast the tensor to a wider dtype first (or the number, through a tensor, to wrap it)`,
-        );
-      }
-      return this.wrap(UOp.const(dtype, y));
-    }
-    if (y.device !== this.device)
-      throw new Error(`${op}: operands are on ${this.device} and ${y.device}; move one with .to(device)`);
-    return y;
+    return y instanceof Tensor ? onDevice(this, op, y) : this.wrap(scalarUOp(this, op, y));
   }
 
-  /** Both operands broadcast to one shape and promoted to one dtype. */
+  /**
+   * Both operands broadcast to one shape and promoted to one dtype: the nodes `cast(dtype).broadcastTo(shape)`
+   * of each would hold, built without a tensor for each step (every binary op of an eager call builds them).
+   */
   /** @internal */
   operands(op: string, y: Tensor | ConstValue): [UOp, UOp] {
-    const other = this.toTensor(op, y);
-    const dtype = promote(this.dtype, other.dtype);
-    const shape = broadcastShape(op, this.shape, other.shape);
-    return [this.cast(dtype).broadcastTo(shape).uop, other.cast(dtype).broadcastTo(shape).uop];
+    const a = this.uop;
+    const b = y instanceof Tensor ? onDevice(this, op, y).uop : scalarUOp(this, op, y);
+    const dtype = promote(a.dtype, b.dtype);
+    if (dtype !== a.dtype || dtype !== b.dtype) checkDType(undefined, dtype, this.device);
+    const shape = broadcastShape(op, a.shape as number[], b.shape as number[]);
+    return [broadcastUOp(castUOp(a, dtype), shape), broadcastUOp(castUOp(b, dtype), shape)];
   }
 
   /** @internal An elementwise op of two operands after broadcasting and promotion. */
@@ -813,8 +799,7 @@ export class Tensor {
       throw new Error(
         `broadcastTo: cannot broadcast (${this.shape.join(', ')}) to (${shape.join(', ')}): only size-1 axes (and new leading ones) can grow`,
       );
-    const x = this.reshape(padded);
-    return shapesEqual(shape, padded) ? x : x.wrap(x.uop.expand(shape));
+    return this.wrap(broadcastUOp(this.uop, shape));
   }
   /**
    * Pads with [before, after] elements per axis: one pair for every axis (`[[1, 1], [0, 2]]`), or PyTorch's
@@ -1211,6 +1196,49 @@ export function checkTensor(op: string, what: string, x: unknown, like?: Tensor)
     throw new Error(
       `${op}: ${what} is on ${x.device}, the tensor on ${like.device}; move one with .to(device)`,
     );
+}
+
+/** A scalar as the constant node it is beside tensor x, or an error naming op. */
+function scalarUOp(x: Tensor, op: string, y: ConstValue): UOp {
+  if (!SCALAR_TYPES.has(typeof y))
+    throw new Error(
+      `${op}: an operand must be a Tensor or a number, boolean or bigint, got ${Array.isArray(y) ? 'an array (make it a tensor: new Tensor([...]))' : typeof y}`,
+    );
+  const dtype = x.scalarDType(y);
+  // numpy 2 and PyTorch refuse a Python int outside the tensor's dtype rather than wrap it
+  if (dtype.isInt && sideOfRange(dtype, y) !== 0) {
+    const [lo, hi] = intRange(dtype);
+    throw new Error(
+      `${op}: the number ${y} does not fit the tensor's dtype ${dtype.name} (${lo}..${hi}); cast the tensor to a wider dtype first (or the number, through a tensor, to wrap it)`,
+    );
+  }
+  return gradModeOf(UOp.const(dtype, y));
+}
+
+/** y, checked to be on x's device. */
+function onDevice(x: Tensor, op: string, y: Tensor): Tensor {
+  if (y.device !== x.device)
+    throw new Error(`${op}: operands are on ${x.device} and ${y.device}; move one with .to(device)`);
+  return y;
+}
+
+/** u as a tensor's op leaves it: inside Tensor.noGrad a result builds no gradient graph; views stay views, so writes through them land. */
+function gradModeOf(u: UOp): UOp {
+  return gradMode.offDepth > 0 && u.op !== Ops.DETACH && !GroupOp.Movement.has(u.op)
+    ? UOp.make(Ops.DETACH, [u])
+    : u;
+}
+
+/** Tensor.cast's node. */
+const castUOp = (u: UOp, dtype: DType): UOp => (dtype === u.dtype ? u : gradModeOf(u.cast(dtype)));
+
+/** Tensor.broadcastTo's nodes (a shape it accepts): reshaped to the broadcast rank (new axes in front), expanded. */
+function broadcastUOp(u: UOp, shape: readonly number[]): UOp {
+  const own = u.shape as readonly number[];
+  if (shapesEqual(shape, own)) return u;
+  const padded = own.length < shape.length ? [...new Array(shape.length - own.length).fill(1), ...own] : own;
+  const x = shapesEqual(padded, own) ? u : u.reshape(padded);
+  return shapesEqual(shape, padded) ? x : x.expand(shape);
 }
 
 function shapesEqual(a: readonly number[], b: readonly number[]): boolean {
