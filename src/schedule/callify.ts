@@ -7,13 +7,13 @@ import { UOp } from '../uop/uop.ts';
 
 export interface Callified {
   /** The function body: a SINK of the roots, input buffers replaced by PARAM 0, 1, ..., constants by placeholders. */
-  body: UOp;
+  readonly body: UOp;
   /** The input BUFFERs, in PARAM order. */
-  inputs: UOp[];
+  readonly inputs: readonly UOp[];
   /** The value of each placeholder, by its number. */
-  values: ConstValue[];
+  readonly values: readonly ConstValue[];
   /** Whether the graph calls functions (FUNCTION, CALL): it must be resolved first (schedule/resolve.ts). */
-  calls: boolean;
+  readonly calls: boolean;
 }
 
 const isValueDType = (d: DType) =>
@@ -65,12 +65,25 @@ function inputSlice(u: UOp): { start: number; max: number } | undefined {
 const startPlaceholder = (k: number, max: number) => UOp.variable('start', 0, max).withTag(k);
 
 /**
+ * callify's result by graph (the SINK of its roots; hash-consing makes an equal graph the same node), for as long
+ * as the graph lives: an eager loop that realizes the same graph again (an op on the same tensors) walks it once.
+ * Nothing else goes in: the inputs are buffer nodes, whose contents are read when the kernels run.
+ */
+const callified = new WeakMap<UOp, Callified>();
+
+/**
  * Replaces the realized buffers under `roots` by PARAMs numbered in order of first appearance, each use of a
  * float or integer constant as a value by a placeholder, and the start of a slice of an input (inputSlice) by
  * one (engine/lift.ts gives kernels their values).
  */
 export function callify(roots: readonly UOp[]): Callified {
   const sink = UOp.sink(...roots);
+  let f = callified.get(sink);
+  if (f === undefined) callified.set(sink, (f = callifyGraph(sink)));
+  return f;
+}
+
+function callifyGraph(sink: UOp): Callified {
   const inputs: UOp[] = [];
   const values: ConstValue[] = [];
   // the nodes that change (most of a graph's are its shapes' and stay): the others map to themselves
