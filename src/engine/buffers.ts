@@ -65,6 +65,12 @@ export function deviceBuffer(buf: UOp): DeviceBuffer {
   return h.memory;
 }
 
+/** Gives a BUFFER node just made (a realize's result) memory just allocated: deviceBuffer's record in one step. */
+export function withMemory(buf: UOp, memory: DeviceBuffer): DeviceBuffer {
+  held.set(buf, { memory, source: undefined, released: false, holders: 0 });
+  return memory;
+}
+
 /** One more holder of a BUFFER node's memory. */
 export function holdBuffer(buf: UOp): void {
   heldOf(buf).holders++;

@@ -143,6 +143,12 @@ export function groupAlike<K>(steps: readonly KernelStep<K>[]): void {
 
 const NO_BUFFERS: readonly DeviceBuffer[] = [];
 
+/** A step's program to launch, and the buffers of the constants it reads at run time (after the step's own). */
+export interface StepLaunch<K> {
+  kernel: K;
+  extra: readonly DeviceBuffer[];
+}
+
 /** A program reading the placeholders at `positions` (indices into a step's) at run time: its AST, once compiled its kernel. */
 interface Lifted<K> {
   positions: number[];
@@ -158,6 +164,8 @@ export class KernelStep<K> {
   /** The values of its placeholders the first time it ran: the baked program's. */
   private first: ConstValue[] | undefined;
   private baked: { ast: UOp; kernel?: K } | undefined;
+  /** The baked program's launch, once it has one. */
+  private bakedRun: StepLaunch<K> | undefined;
   /** The program reading placeholders at run time. */
   private lifted: Lifted<K> | undefined;
   /** The lifted AST `pending` made for `program` to compile (not yet this step's program). */
@@ -205,12 +213,9 @@ export class KernelStep<K> {
   }
 
   /** The program for these graph values, and the buffers of the constants it reads at run time. */
-  program(
-    values: readonly ConstValue[],
-    compile: CompileKernel<K>,
-  ): { kernel: K; extra: readonly DeviceBuffer[] } {
-    const baked = this.bakedFor(values);
-    if (baked !== undefined) return { kernel: baked, extra: NO_BUFFERS };
+  program(values: readonly ConstValue[], compile: CompileKernel<K>): StepLaunch<K> {
+    const baked = this.bakedLaunch(values);
+    if (baked !== undefined) return baked;
     // LIFT=0 compiles the AST of every new value (the program cache keeps each)
     if (LIFT.value === 0) return { kernel: compile(bake(this.ast, values)), extra: [] };
     const mine = this.valuesOf(values);
@@ -234,6 +239,12 @@ export class KernelStep<K> {
       ),
     );
     return { kernel: lifted.kernel, extra };
+  }
+
+  /** The baked program's launch where it runs these values (bakedFor): most eager calls, which compile and allocate nothing. */
+  bakedLaunch(values: readonly ConstValue[]): StepLaunch<K> | undefined {
+    const kernel = this.bakedFor(values);
+    return kernel === undefined ? undefined : (this.bakedRun ??= { kernel, extra: NO_BUFFERS });
   }
 
   /**

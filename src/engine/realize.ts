@@ -14,9 +14,9 @@ import { newBuffer, type Schedule } from '../schedule/rangeify.ts';
 import { bindBody } from '../schedule/resolve.ts';
 import { Ops } from '../uop/ops.ts';
 import type { UOp } from '../uop/uop.ts';
-import { allocateFor, deviceBuffer } from './buffers.ts';
+import { allocateFor, deviceBuffer, withMemory } from './buffers.ts';
 import { type Compiled, compileKernel, compileKernels, optsKey } from './compile.ts';
-import { bake, groupAlike, KernelStep } from './lift.ts';
+import { bake, groupAlike, KernelStep, type StepLaunch } from './lift.ts';
 
 interface Realizable {
   uop: UOp;
@@ -83,21 +83,30 @@ export function recordLaunches(fn: () => void): Recording {
   return rec;
 }
 
-function runPlan(
-  plan: Runnable,
-  inputs: readonly UOp[],
-  values: readonly ConstValue[],
-  device: string,
-): UOp[] {
-  // every kernel compiles before anything is allocated or run: one that fails leaves every buffer as it was;
-  // the new ones compile together
+/**
+ * Each step's program for these values: the baked ones where every step has its program (most eager calls), else
+ * every kernel compiles before anything is allocated or run (one that fails leaves every buffer as it was), the
+ * new ones together.
+ */
+function launchesOf(plan: Runnable, values: readonly ConstValue[], device: string): StepLaunch<Compiled>[] {
+  const baked = plan.steps.map((step) => step.bakedLaunch(values));
+  if (!baked.includes(undefined)) return baked as StepLaunch<Compiled>[];
   let pending: UOp[] | undefined;
   for (const step of plan.steps) {
     const ast = step.pending(values);
     if (ast !== undefined) (pending ??= []).push(ast);
   }
   if (pending !== undefined) compileKernels(pending, device);
-  const launches = plan.steps.map((step) => step.program(values, plan.compile));
+  return plan.steps.map((step) => step.program(values, plan.compile));
+}
+
+function runPlan(
+  plan: Runnable,
+  inputs: readonly UOp[],
+  values: readonly ConstValue[],
+  device: string,
+): UOp[] {
+  const launches = launchesOf(plan, values, device);
   // the table: the inputs' buffers, then the created ones: outputs new BUFFER nodes, intermediates their storage
   const table = new Array<DeviceBuffer>(plan.inputs + plan.created.length);
   const nodes = new Array<UOp | undefined>(table.length);
@@ -107,7 +116,11 @@ function runPlan(
     const { shape, dtype, slot } = plan.created[j]!;
     const entry = plan.inputs + j;
     if (slot !== undefined) table[entry] = storage[slot] ??= allocateFor(shape, dtype, device);
-    else table[entry] = deviceBuffer((nodes[entry] = newBuffer(shape, dtype, device)));
+    else
+      table[entry] = withMemory(
+        (nodes[entry] = newBuffer(shape, dtype, device)),
+        allocateFor(shape, dtype, device),
+      );
   }
   for (let n = 0; n < plan.steps.length; n++) {
     const step = plan.steps[n]!;
