@@ -441,8 +441,9 @@ function tagKey(tag: Tag): string {
   return tag === null ? '' : typeof tag === 'string' ? JSON.stringify(tag) : String(tag);
 }
 
-// The args of the nodes every realize makes (its result BUFFERs, callify's PARAMs) are keyed from their fields in
-// name order, as valueKey keys any object, without listing and sorting the names each time.
+// The args of the nodes every realize makes (its result BUFFERs, callify's PARAMs), every reduce and every kernel's
+// ranges are keyed from their fields in name order, as valueKey keys any object, without listing and sorting the
+// names each time.
 // (the record lists every field of the arg's type, so that a field added to it cannot be left out of its key)
 const fieldsOf = <A>(fields: Record<keyof A, true>): readonly string[] => Object.keys(fields).sort();
 const ARG_FIELDS: Partial<Record<Ops, readonly string[]>> = {
@@ -454,6 +455,8 @@ const ARG_FIELDS: Partial<Record<Ops, readonly string[]>> = {
     addrspace: true,
     swizzle: true,
   }),
+  [Ops.REDUCE]: fieldsOf<ArgOf<Ops.REDUCE>>({ op: true, axes: true }),
+  [Ops.RANGE]: fieldsOf<ArgOf<Ops.RANGE>>({ id: true, type: true }),
 };
 
 function fieldsKey(arg: Record<string, unknown>, fields: readonly string[]): string {

@@ -9,7 +9,7 @@ import { AddrSpace, type DType, dtypes } from '../../src/dtype.ts';
 import { sha256, sha256Js } from '../../src/helpers.ts';
 import { RECENT } from '../../src/uop/intern.ts';
 import { type ArgOf, AxisType, GroupOp, Ops } from '../../src/uop/ops.ts';
-import { UOp } from '../../src/uop/uop.ts';
+import { argKey, UOp } from '../../src/uop/uop.ts';
 import { keyGraph, keysOf } from './key-graph.ts';
 
 const { bool, int32, uint8, uint32, float16, float32, float64, index } = dtypes;
@@ -155,6 +155,18 @@ describe('hash-consing', () => {
 });
 
 describe('content key', () => {
+  it("keys the args it keys from their fields (BUFFER, PARAM, REDUCE, RANGE) as any other object's", () => {
+    const generic = (arg: object) => argKey(Ops.CUSTOM, arg as ArgOf<Ops.CUSTOM>);
+    const args: [Ops, object][] = [
+      [Ops.BUFFER, { slot: 7, dtype: dtypes.float32, device: 'CPU', addrspace: AddrSpace.GLOBAL }],
+      [Ops.PARAM, { slot: 'start', dtype: dtypes.index, device: undefined }],
+      [Ops.PARAM, { slot: 2, dtype: dtypes.float16, device: 'CUDA', addrspace: AddrSpace.LOCAL, swizzle: 3 }],
+      [Ops.REDUCE, { op: Ops.MAX, axes: [0, 2] }],
+      [Ops.RANGE, { id: 4, type: AxisType.REDUCE }],
+    ];
+    for (const [op, arg] of args) expect(argKey(op, arg as never)).toBe(generic(arg));
+  });
+
   it('is a sha256 hex digest, stable for equal graphs and different for different ones', () => {
     const g = keyGraph();
     for (const u of Object.values(g)) expect(u.key).toMatch(/^[0-9a-f]{64}$/);
