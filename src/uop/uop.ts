@@ -158,7 +158,11 @@ export class UOp {
   }
   /** A shape as the spec carries it in src: a STACK of index scalars. */
   static shapeVec(shape: readonly sint[]): UOp {
-    return UOp.make(Ops.STACK, shape.map(UOp.index));
+    const slot = shapeSlot(shape);
+    if (slot < 0) return UOp.make(Ops.STACK, shape.map(UOp.index));
+    const hit = shapeVecs[slot];
+    if (hit !== undefined && sameSizes(hit.sizes, shape)) return hit;
+    return (shapeVecs[slot] = UOp.make(Ops.STACK, shape.map(UOp.index)));
   }
   static buffer(slot: number, dtype: DType, shape: readonly sint[], device: Device = 'CPU'): UOp {
     return UOp.make(Ops.BUFFER, [UOp.shapeVec(shape)], { slot, dtype, device, addrspace: AddrSpace.GLOBAL });
@@ -399,6 +403,28 @@ export class UOp {
     const arg = this.arg === null ? '' : `, ${argKey(this.op, this.arg)}`;
     return `UOp(${opName(this.op)}, ${this.dtype.name}, [${this.src.map((s) => s.id).join(', ')}]${arg})`;
   }
+}
+
+// Shape vectors of number sizes, recently made, held strongly (they hold no buffers): every movement op and every
+// buffer an eager call makes builds one, a node per size, and the same few shapes come back call after call.
+const SHAPE_VECS = 256;
+const shapeVecs = new Array<UOp | undefined>(SHAPE_VECS);
+
+/** Where shapeVecs keeps a shape of number sizes (a hash of them), or -1 for a symbolic shape. */
+function shapeSlot(shape: readonly sint[]): number {
+  let h = shape.length;
+  for (let i = 0; i < shape.length; i++) {
+    const d = shape[i];
+    if (typeof d !== 'number') return -1;
+    h = Math.imul(h ^ d, 0x9e3779b1) ^ (h >>> 16);
+  }
+  return h & (SHAPE_VECS - 1);
+}
+
+function sameSizes(a: readonly sint[], b: readonly sint[]): boolean {
+  if (a.length !== b.length) return false;
+  for (let i = 0; i < a.length; i++) if (!Object.is(a[i], b[i])) return false;
+  return true;
 }
 
 function negate(dtype: DType, v: ConstValue): ConstValue {

@@ -40,6 +40,22 @@ describe('hash-consing', () => {
     expect(b.replace({ arg: b.arg })).toBe(b);
   });
 
+  it('shapeVec (its recent shapes cached) is the STACK of the sizes for every shape, symbolic ones included', () => {
+    const n = UOp.variable('n', 1, 8);
+    // a few hundred shapes share the cache's 256 slots: a hit must never be another shape's vector
+    fc.assert(
+      fc.property(
+        fc.array(fc.oneof(fc.nat(70), fc.constant(-0), fc.constant(2 ** 40), fc.constant(n)), {
+          maxLength: 4,
+        }),
+        (shape) => {
+          expect(UOp.shapeVec(shape)).toBe(UOp.make(Ops.STACK, shape.map(UOp.index)));
+        },
+      ),
+      { numRuns: 2000 },
+    );
+  });
+
   it('BUFFER and PARAM args key by every field, in any order, an undefined field as an absent one', () => {
     const shape = UOp.shapeVec([4]);
     const p = UOp.make(Ops.PARAM, [shape], { slot: 0, dtype: float32, device: 'CPU' });
