@@ -156,6 +156,16 @@ interface Lifted<K> {
   kernel?: K;
 }
 
+/** What KernelStep.decide worked out for some graph values, and the state it depended on. */
+interface Decision<K> {
+  values: readonly ConstValue[];
+  lifted: Lifted<K> | undefined;
+  first: readonly ConstValue[] | undefined;
+  mine: ConstValue[];
+  positions: number[] | undefined;
+  buffers: { dtype: DType; positions: number[] }[];
+}
+
 /** One kernel of a plan: its AST with placeholders, and the programs it has compiled to. */
 export class KernelStep<K> {
   private readonly placeholders: UOp[];
@@ -166,6 +176,8 @@ export class KernelStep<K> {
   private baked: { ast: UOp; kernel?: K } | undefined;
   /** The baked program's launch, once it has one. */
   private bakedRun: StepLaunch<K> | undefined;
+  /** What `decide` found for the graph values last asked about. */
+  private decided: Decision<K> | undefined;
   /** The program reading placeholders at run time. */
   private lifted: Lifted<K> | undefined;
   /** The lifted AST `pending` made for `program` to compile (not yet this step's program). */
@@ -200,14 +212,13 @@ export class KernelStep<K> {
   pending(values: readonly ConstValue[]): UOp | undefined {
     if (this.bakedFor(values) !== undefined) return undefined;
     if (LIFT.value === 0) return bake(this.ast, values);
-    const mine = this.valuesOf(values);
+    const { mine, positions, buffers } = this.decide(values);
     const first = this.first ?? mine;
-    const positions = this.liftedFor(mine, first, values);
     if (positions === undefined) {
       if (this.baked?.kernel !== undefined) return undefined;
       return (this.baked ??= { ast: this.astReading([], first) }).ast;
     }
-    if (!this.fits(packed(positions, this.placeholders).length)) return bake(this.ast, values);
+    if (!this.fits(buffers.length)) return bake(this.ast, values);
     if (positions === this.lifted?.positions) return undefined;
     return this.liftedAst(positions, first).ast;
   }
@@ -218,14 +229,12 @@ export class KernelStep<K> {
     if (baked !== undefined) return baked;
     // LIFT=0 compiles the AST of every new value (the program cache keeps each)
     if (LIFT.value === 0) return { kernel: compile(bake(this.ast, values)), extra: [] };
-    const mine = this.valuesOf(values);
+    const { mine, positions, buffers } = this.decide(values);
     const first = (this.first ??= mine);
-    const positions = this.liftedFor(mine, first, values);
     if (positions === undefined) {
       const baked = (this.baked ??= { ast: this.astReading([], first) });
       return { kernel: (baked.kernel ??= compile(baked.ast)), extra: [] };
     }
-    const buffers = packed(positions, this.placeholders);
     if (!this.fits(buffers.length)) return { kernel: compile(bake(this.ast, values)), extra: [] };
     const lifted = this.liftedAst(positions, first);
     lifted.kernel ??= compile(lifted.ast);
@@ -258,6 +267,21 @@ export class KernelStep<K> {
     for (let j = 0; j < this.placeholders.length; j++)
       if (!Object.is(values[this.placeholders[j]!.tag as number], first[j])) return undefined;
     return kernel;
+  }
+
+  /**
+   * This step's values among the graph's, the placeholders to read at run time (liftedFor) and their buffers:
+   * pending and then program ask about the same values (and a graph realized again passes the same array), so
+   * it is worked out once while neither the values nor the lifted program change.
+   */
+  private decide(values: readonly ConstValue[]): Decision<K> {
+    const d = this.decided;
+    if (d !== undefined && d.values === values && d.lifted === this.lifted && d.first === this.first)
+      return d;
+    const mine = this.valuesOf(values);
+    const positions = this.liftedFor(mine, this.first ?? mine, values);
+    const buffers = positions === undefined ? [] : packed(positions, this.placeholders);
+    return (this.decided = { values, lifted: this.lifted, first: this.first, mine, positions, buffers });
   }
 
   /** Whether the kernel can take `buffers` more arguments (lifted constants); else they are baked (a compile per value). */
