@@ -547,8 +547,8 @@ export class Tensor {
     // (wrap runs for every op: the cheap test first)
     if (
       GroupOp.Movement.has(u.op) &&
-      viewChain(u, (x) => x === this.uop) !== undefined &&
       !isBufferBase(this.uop) &&
+      viewChain(u, (x) => x === this.uop) !== undefined &&
       !viewsBuffer(this.uop)
     )
       t.viewOf = this;
