@@ -1,6 +1,6 @@
 // The host cost of eager ops: us per call of a few small ops realized one at a time (no JIT), so every call after
 // the first reuses a cached schedule and compiled kernel. Two phases:
-// - cold: calls 2-20 and 20-60 of one op in a fresh process (the first call schedules and compiles), before V8 has
+// - cold: calls 2-19 and 20-60 of one op in a fresh process (the first call schedules and compiles), before V8 has
 //   optimized the path: what a user's first steps, and bench/gpu.ts's 20 warm-up calls, pay. Each figure is the
 //   median over PROCS processes of the mean wall time of those calls, and of the CPU time of calls 20-60
 //   (process.cpuUsage: this process's user + system, V8's background compiler threads included).
@@ -34,7 +34,7 @@ const cases: [string, () => unknown][] = [
   ['m.get([0, 32], [16, 48]).mul(2).realize()', () => m.get([0, 32], [16, 48]).mul(2).realize()],
 ];
 
-/** The cold phase of one case in this (fresh) process: us per call, mean of calls 2-20 and 20-60, and CPU of 20-60. */
+/** The cold phase of one case in this (fresh) process: us per call, mean of calls 2-19 and 20-60, and CPU of 20-60. */
 async function coldChild(fn: () => unknown): Promise<void> {
   const backend = Device.get(device);
   const wall: number[] = [];
@@ -102,7 +102,7 @@ function coldPhase(index: number): Cold {
 
 if (child) await coldChild(cases[Number(process.argv[3])]![1]);
 else {
-  const rows = [['op', 'first ms', '2-20 us', '20-60 us', '20-60 cpu', 'steady us', 'steady cpu']];
+  const rows = [['op', 'first ms', '2-19 us', '20-60 us', '20-60 cpu', 'steady us', 'steady cpu']];
   const cold = cases.map((_, i) => coldPhase(i));
   // warm-up, every case before any is timed: schedules, compiles, the JS engine's optimizing tiers, the heap's size
   for (const [, fn] of cases) await perCall(fn, 4 * CHUNK);
