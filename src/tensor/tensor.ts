@@ -1222,7 +1222,10 @@ function onDevice(x: Tensor, op: string, y: Tensor): Tensor {
   return y;
 }
 
-/** u as a tensor's op leaves it: inside Tensor.noGrad a result builds no gradient graph; views stay views, so writes through them land. */
+/**
+ * u as a tensor's op leaves it: inside Tensor.noGrad a result builds no gradient graph; views stay views, so
+ * writes through them land.
+ */
 function gradModeOf(u: UOp): UOp {
   return gradMode.offDepth > 0 && u.op !== Ops.DETACH && !GroupOp.Movement.has(u.op)
     ? UOp.make(Ops.DETACH, [u])
@@ -1232,7 +1235,7 @@ function gradModeOf(u: UOp): UOp {
 /** Tensor.cast's node. */
 const castUOp = (u: UOp, dtype: DType): UOp => (dtype === u.dtype ? u : gradModeOf(u.cast(dtype)));
 
-/** Tensor.broadcastTo's nodes (a shape it accepts): reshaped to the broadcast rank (new axes in front), expanded. */
+/** Tensor.broadcastTo's nodes for a shape it accepts: reshaped to its rank (new axes in front), expanded. */
 function broadcastUOp(u: UOp, shape: readonly number[]): UOp {
   const own = u.shape as readonly number[];
   if (shapesEqual(shape, own)) return u;
