@@ -17,9 +17,9 @@ const THREAD_FROM = 1 << 16;
 
 /**
  * Register tiling of a sum of products: an output axis that only one operand reads becomes vector lanes (the
- * innermost such axis, unless another fills more than twice its lanes; one, two or four vectors of them; that operand's vectors are reused by
- * every row), and an output axis that operand does not read becomes rows (each row's scalar is reused by every lane), as many as half
- * the vector registers hold.
+ * innermost such axis, unless another fills more than twice its lanes; one, two or four vectors of them; that
+ * operand's vectors are reused by every row), and an output axis that operand does not read becomes rows (each
+ * row's scalar is reused by every lane), as many as half the vector registers hold.
  */
 function tile(ast: UOp, target: Target): Opt[] {
   const operands = productOperands(ast);
