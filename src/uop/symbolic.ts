@@ -100,15 +100,20 @@ function recombine(sum: Sum): void {
   const positive = (u: UOp) => u.op === Ops.CONST && typeof u.constValue === 'number' && cval(u) > 0;
   for (let i = 0; i < sum.terms.length; i++) {
     const d = sum.terms[i]!;
-    if (d.op !== Ops.IDIV || !positive(d.src[1]!) || sum.coefs[i] === 0) continue;
+    if (d.op !== Ops.IDIV || d.src[1]!.op !== Ops.CONST || sum.coefs[i] === 0) continue;
     const [y, e] = [d.src[0]!, cval(d.src[1]!)];
     // the dividend x of a remainder x%c whose quotient x//c is y//e
     const dividend = (m: UOp): UOp | undefined => {
-      if (m.op !== Ops.MOD || !positive(m.src[1]!)) return undefined;
+      if (m.op !== Ops.MOD || m.src[1]!.op !== Ops.CONST) return undefined;
       const x = m.src[0]!;
-      if (x === y) return cval(m.src[1]!) === e ? x : undefined;
+      if (x === y) return m.src[1] === d.src[1] ? x : undefined;
       const nested =
-        x.op === Ops.IDIV && x.src[0] === y && positive(x.src[1]!) && cval(x.src[1]!) * cval(m.src[1]!) === e;
+        positive(d.src[1]!) &&
+        positive(m.src[1]!) &&
+        x.op === Ops.IDIV &&
+        x.src[0] === y &&
+        positive(x.src[1]!) &&
+        cval(x.src[1]!) * cval(m.src[1]!) === e;
       return nested ? x : undefined;
     };
     const j = sum.terms.findIndex(
