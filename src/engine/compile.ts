@@ -35,10 +35,11 @@ export function registerRenderer(language: KernelLanguage, render: Renderer, rea
 }
 
 /**
- * Observers of the kernels rendered in one language, called with each one's linear program: the tests compile
- * every kernel the SIMT target gets as CUDA C with nvcc (test/setup.ts, scripts/nvcc-kernels.ts).
+ * Observers of the kernels rendered in one language, called with each one's linear program and kernel AST: the
+ * tests compile every kernel the SIMT target gets as CUDA C with nvcc (test/setup.ts, scripts/nvcc-kernels.ts);
+ * bench/train.ts tells sums of products from other kernels.
  */
-export const renderObservers = new Map<KernelLanguage, (name: string, linear: UOp) => void>();
+export const renderObservers = new Map<KernelLanguage, (name: string, linear: UOp, ast: UOp) => void>();
 
 /** What the kernel optimizer may use on a device. */
 export const targetOf = (backend: Backend): Target => ({
@@ -196,7 +197,7 @@ function lower(ast: UOp, device: string, backend: Backend): Lowered {
       : undefined;
   const { name, linear, display, flops, opts } = lowerKernel(ast, { target, lacks, opts: searched });
   const source = render(name, linear);
-  renderObservers.get(backend.language()!)?.(name, linear);
+  renderObservers.get(backend.language()!)?.(name, linear, ast);
   if (DEBUG.value >= 5) console.log(toCode(ast));
   if (DEBUG.value >= 6) console.log(printLinear(linear));
   if (DEBUG.value >= 4) console.log(readable?.(name, linear) ?? source);

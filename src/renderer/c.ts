@@ -93,6 +93,11 @@ interface Dialect {
   };
   /** Bytes every buffer's start is aligned to (vector loads at multiples of their size are aligned). */
   alignment: number;
+  /**
+   * The max of a float and a constant where the dialect's compiler needs a form of its own (else `a>b||a!=a ?
+   * a : b`): gcc makes that a branch on a > b, which a relu's inputs mispredict half the time.
+   */
+  floatMax?: (a: string, b: string) => string;
   /** How vectors are written: GCC's vector extensions (C), or CUDA's C++ (a struct of lanes, see CUDA_VECTORS). */
   vectors: VectorDialect;
   /**
@@ -263,9 +268,12 @@ function cLanguage(indexType: string, dialect: Dialect = C_DIALECT): Language {
         return `(-${a[0]})`;
       case Ops.MAX:
         // NaN in either operand gives NaN, as numpy's maximum does
-        return d.isFloat
-          ? `((${a[0]}>${a[1]}||${a[0]}!=${a[0]})?${a[0]}:${a[1]})`
-          : `((${a[0]}>${a[1]})?${a[0]}:${a[1]})`;
+        if (!d.isFloat) return `((${a[0]}>${a[1]})?${a[0]}:${a[1]})`;
+        // against a constant (a relu, a clamp) which operand wins is the data's coin flip; a running max (a
+        // reduce's, softmax's) rarely changes, and there a predicted branch keeps the maxes from chaining
+        if (dialect.floatMax !== undefined && u.src.some((s) => s.op === Ops.CONST))
+          return dialect.floatMax(a[0]!, a[1]!);
+        return `((${a[0]}>${a[1]}||${a[0]}!=${a[0]})?${a[0]}:${a[1]})`;
       case Ops.IDIV:
         return nonNegativeDivision(u) ? `(${a[0]}/${a[1]})` : `tg_floordiv_${helper(d)}(${a[0]}, ${a[1]})`;
       case Ops.MOD:
@@ -581,6 +589,8 @@ const C_DIALECT: Dialect = {
   prelude: PRELUDE,
   vectors: GCC_VECTORS,
   alignment: HOST_BUFFER_ALIGN,
+  // a NaN test the branch predictor always gets right, then a select gcc makes a maxss or a blend
+  floatMax: (a, b) => `((${a}!=${a})?${a}:((${a}>${b})?${a}:${b}))`,
 };
 
 /** The index type: int where every index fits. */

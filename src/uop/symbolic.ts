@@ -91,18 +91,41 @@ function build(like: UOp, sum: Sum): UOp {
   return sum.konst === 0 ? out : out.add(sum.konst);
 }
 
-/** Merges `x//c * k*c` with `x%c * k` into `x * k` (floor division and its remainder recombine). */
+/**
+ * Merges `x//c * k*c` with `x%c * k` into `x * k` (floor division and its remainder recombine), also where x
+ * is itself a quotient y//a: `y//(a*c) * k*c` with `(y//a)%c * k` into `(y//a) * k`, as (y//a)//c is y//(a*c)
+ * for positive a and c (a flattened (64, 3, 3) axis read as r%3 + (r//3)%3*3 + r//9*9 becomes r).
+ */
 function recombine(sum: Sum): void {
+  const positive = (u: UOp) => u.op === Ops.CONST && typeof u.constValue === 'number' && cval(u) > 0;
   for (let i = 0; i < sum.terms.length; i++) {
     const d = sum.terms[i]!;
     if (d.op !== Ops.IDIV || d.src[1]!.op !== Ops.CONST || sum.coefs[i] === 0) continue;
-    const c = cval(d.src[1]!);
-    const j = sum.terms.findIndex((m) => m.op === Ops.MOD && m.src[0] === d.src[0] && m.src[1] === d.src[1]);
-    if (j < 0 || sum.coefs[i] !== sum.coefs[j]! * c) continue;
+    const [y, e] = [d.src[0]!, cval(d.src[1]!)];
+    // the dividend x of a remainder x%c whose quotient x//c is y//e
+    const dividend = (m: UOp): UOp | undefined => {
+      if (m.op !== Ops.MOD || m.src[1]!.op !== Ops.CONST) return undefined;
+      const x = m.src[0]!;
+      if (x === y) return m.src[1] === d.src[1] ? x : undefined;
+      const nested =
+        positive(d.src[1]!) &&
+        positive(m.src[1]!) &&
+        x.op === Ops.IDIV &&
+        x.src[0] === y &&
+        positive(x.src[1]!) &&
+        cval(x.src[1]!) * cval(m.src[1]!) === e;
+      return nested ? x : undefined;
+    };
+    const j = sum.terms.findIndex(
+      (m, j) =>
+        dividend(m) !== undefined && sum.coefs[j] !== 0 && sum.coefs[i] === sum.coefs[j]! * cval(m.src[1]!),
+    );
+    if (j < 0) continue;
     const k = sum.coefs[j]!;
+    const x = dividend(sum.terms[j]!)!;
     sum.coefs[i] = 0;
     sum.coefs[j] = 0;
-    sum.terms.push(d.src[0]!);
+    sum.terms.push(x);
     sum.coefs.push(k);
     sum.changed = true;
   }

@@ -187,6 +187,32 @@ describe('kernels under 2^16 iterations run on one thread', () => {
   });
 });
 
+describe('a weight gradient x^T @ dy on the CPU: both operands read contiguously along their own output axis', () => {
+  // (x 256 x 64)^T @ (dy 256 x 20): ranges (64, 20 | 256); x reads the 64 columns contiguously, dy the 20
+  const xs = Float32Array.from({ length: 256 * 64 }, (_, i) => (i % 7) - 3);
+  const dys = Float32Array.from({ length: 256 * 20 }, (_, i) => (i % 5) - 2);
+  const grad = () =>
+    new Tensor(xs, { device: 'CPU' })
+      .reshape([256, 64])
+      .transpose()
+      .matmul(new Tensor(dys, { device: 'CPU' }).reshape([256, 20]));
+  const ast = scheduleOf([grad()]).kernels.find((k) => hasReduce(k.ast))!.ast;
+
+  it("takes the lanes from the axis they fill widest (x's 64 columns, 16 lanes, not dy's 20 in 4), moved innermost", () => {
+    expect(optsOf(ast, target(AVX512))).toEqual([
+      split(0, 2, THREAD, true),
+      { op: 'SWAP', axis: 1, other: 2 }, // the lane axis innermost, so that the rows' UPCAST is not the lanes
+      split(2, 16, UPCAST),
+      split(2, 2, UPCAST),
+      split(1, 4, UPCAST), // 4 of dy's columns as rows
+    ]);
+  });
+
+  it('computes what the unoptimized kernel computes', () => {
+    expect(grad().tolist()).toEqual(Context.with({ NOOPT: 1 }, () => grad().tolist()));
+  });
+});
+
 describe('conv2d 3x3, padding 1, on the CPU', () => {
   // (batch 2, 16 to 32 channels, 8x8): ranges (2, 32, 8, 8 | 16, 3, 3)
   const { kernels } = scheduleOf([

@@ -333,6 +333,46 @@ for (const device of DEVICES)
       check(cases);
     });
 
+    it('maximum and minimum: NaN in either operand gives NaN, in scalar kernels (7) and vector ones (16)', () => {
+      const pairs = [
+        [NaN, 2],
+        [5, NaN],
+        [NaN, NaN],
+        [-1, 0],
+        [3, -Infinity],
+        [-0.5, -0.25],
+        [2, 1],
+        [0.5, NaN],
+        [NaN, -4],
+        [-Infinity, Infinity],
+        [1, 1],
+        [-3, 3],
+        [7, -7],
+        [NaN, 0],
+        [0.25, 0.125],
+        [-8, -9],
+      ];
+      const nan = (a: number, b: number, f: (a: number, b: number) => number) =>
+        Number.isNaN(a) || Number.isNaN(b) ? NaN : f(a, b);
+      for (const n of [7, 16]) {
+        const as = pairs.slice(0, n).map((p) => p[0]!);
+        const bs = pairs.slice(0, n).map((p) => p[1]!);
+        check([
+          {
+            name: `maximum ${n}`,
+            got: F(as).maximum(F(bs)),
+            want: as.map((a, i) => nan(a, bs[i]!, Math.max)),
+          },
+          {
+            name: `minimum ${n}`,
+            got: F(as).minimum(F(bs)),
+            want: as.map((a, i) => nan(a, bs[i]!, Math.min)),
+          },
+          { name: `relu ${n}`, got: F(as).relu(), want: as.map((a) => nan(a, 0, Math.max)) },
+        ]);
+      }
+    });
+
     it('binary float ops at zeros, infinities and NaN, as numpy', () => {
       const pairs: [number, number][] = [
         [3, Infinity],

@@ -72,6 +72,15 @@ describe('named rewrites', () => {
     expect(x.idiv(4).mul(4).add(x.mod(4)).simplify()).toBe(x);
     expect(x.mod(4).add(y).add(x.idiv(4).mul(4)).simplify()).toBe(y.add(x));
   });
+  it('recombines a flattened axis read by quotients of quotients: r%3 + (r//3)%3*3 + r//9*9', () => {
+    const r = UOp.variable('r', 0, 575);
+    expect(r.mod(3).add(r.idiv(3).mod(3).mul(3)).add(r.idiv(9).mul(9)).simplify()).toBe(r);
+    expect(r.idiv(3).mod(3).add(r.idiv(9).mul(3)).simplify()).toBe(r.idiv(3));
+    // (r//3)%4 with r//9: 9 is not 3 * 4, so they stay apart
+    const apart = r.idiv(3).mod(4).add(r.idiv(9).mul(4));
+    expect(apart.simplify()).toBe(apart.simplify());
+    expect(apart.simplify().op).toBe(Ops.ADD);
+  });
   it('drops // and % and decides comparisons from bounds', () => {
     expect(y.mod(4).simplify()).toBe(y);
     expect(y.idiv(4).simplify()).toBe(UOp.const(dtypes.index, 0));
