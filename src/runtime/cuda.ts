@@ -230,7 +230,8 @@ export class CUDABackend extends Backend {
     if (this.nvrtcOptions === undefined) {
       const include = cudaIncludeDir();
       this.nvrtcOptions = [
-        `--gpu-architecture=${this.gpu.arch}`,
+        // Hopper's own target: wgmma exists only in sm_90a code (which runs on compute capability 9.0 alone)
+        `--gpu-architecture=${this.gpu.arch === 'sm_90' ? 'sm_90a' : this.gpu.arch}`,
         '-default-device',
         '-w',
         ...(include ? [`-I${include}`] : []),
