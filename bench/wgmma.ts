@@ -171,6 +171,10 @@ for (const n of sizes.split(',').map(Number))
     // NaN in every output before each kernel, so that one it leaves unwritten fails the check
     const poison = (allocStorage(dtype, n * n) as Uint16Array).fill(dn === 'float16' ? 0x7e00 : 0x7fc0);
     for (const shape of shapes) {
+      if (n % shape.bm || n % shape.bn) {
+        rows.push(`${shape.bm}x${shape.bn} blocks do not tile ${n} x ${n}`);
+        continue;
+      }
       const { name, source: text } = source(shape, n, dn === 'float16');
       try {
         c.copyin(poison);

@@ -63,6 +63,6 @@ if (sources.length === 0) {
   process.exit(1);
 }
 console.log(
-  `test:nvcc: ${sources.length - failed.length} of ${sources.length} SIMT kernels compile as CUDA C for sm_90 (${units} units, ${seconds} s)`,
+  `test:nvcc: ${sources.length - failed.length} of ${sources.length} SIMT kernels compile as CUDA C for sm_90a (${units} units, ${seconds} s)`,
 );
 process.exit(failed.length ? 1 : 0);
