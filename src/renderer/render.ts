@@ -225,6 +225,11 @@ export function render(lang: Language, name: string, linear: UOp): string {
           places.set(u, p); // the copy's source (its gate is the copy's)
           continue;
         }
+        if (u.argOf(Ops.LOAD)?.tile !== undefined) {
+          // the tensor core reads the tile itself: its operand is the tile's address
+          names.set(u, `(${pointer(p, 'warpgroup tile')})`);
+          continue;
+        }
         const matrix = u.argOf(Ops.LOAD)?.matrix;
         if (matrix !== undefined) {
           if (gpu().matrixLoad === undefined)
