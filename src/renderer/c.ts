@@ -521,16 +521,20 @@ ${tf32}  asm volatile("mma.sync.aligned.m${m}n${n}k${k}.row.col.f32.${ptx.type}.
 }`;
 }
 
-/**
- * A device function running one warpgroup tensor core instruction (wgmma, sm_90a) and waiting for it: A and B
- * read from shared memory through matrix descriptors of the 128-byte swizzle (src/codegen/wgmma-operands.ts),
- * whose 8-row groups are 1024 bytes apart; B is MN-major (trans-b). C and D are float32 registers.
- */
+/** Waits for the warpgroup's wgmmas: before each barrier (the next copies overwrite tiles) and after each loop. */
+const WGMMA_WAIT = 'asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");';
+
+/** A matrix descriptor of shared memory in the 128-byte swizzle whose 8-row groups are 1024 bytes apart. */
 const WGMMA_DESCRIPTOR = `static __device__ inline unsigned long long tg_wgmma_descriptor(const void* p) {
   const unsigned long long at = (unsigned)__cvta_generic_to_shared(p);
   return (at & 0x3FFFF) >> 4 | 1ull << 16 | (1024ull >> 4) << 32 | 1ull << 62;
 }`;
 
+/**
+ * A device function starting one warpgroup tensor core instruction (wgmma, sm_90a; WGMMA_WAIT waits for it): A
+ * and B read from shared memory through descriptors (src/codegen/wgmma-operands.ts), B MN-major (trans-b); C and D
+ * float32 registers.
+ */
 function wgmmaFunction(fn: string, u: UOp, tc: string): string {
   const { dims, dtypeIn } = u.argOf(Ops.WMMA);
   const [n, m, k] = dims;
@@ -547,7 +551,6 @@ function wgmmaFunction(fn: string, u: UOp, tc: string): string {
     : ${outputs}
     : "l"(tg_wgmma_descriptor(a)), "l"(tg_wgmma_descriptor(b)));
   asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
-  asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
   return c;
 }`;
 }
@@ -723,8 +726,9 @@ export function renderCUDA(name: string, linear: UOp): string {
     gpu: {
       special: (n) => `${n.startsWith('g') ? 'blockIdx' : 'threadIdx'}.${AXES[Number(n.at(-1))]}`,
       barrier: tiles
-        ? 'asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); __syncthreads();'
+        ? `${WGMMA_WAIT} asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); __syncthreads();`
         : '__syncthreads();',
+      ...(tiles ? { afterLoop: WGMMA_WAIT } : {}),
       local:
         shared === undefined
           ? (n: string, type: string, size: number) => `__shared__ __align__(${align}) ${type} ${n}[${size}];`

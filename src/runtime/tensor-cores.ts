@@ -1,7 +1,7 @@
 // Tensor cores: warp-level matrix multiply-accumulate instructions (D = A * B + C) as a device declares them,
 // with the element layout of each operand across the 32 lanes of a warp, as NVIDIA's PTX ISA documents for
-// mma.sync.aligned.m16n8k16 (f16, bf16) and m16n8k8 (tf32). Codegen builds WMMA ops from them, the SIMT
-// emulator runs them and the CUDA renderer writes them as mma.sync.
+// mma.sync.aligned.m16n8k16 (f16, bf16) and m16n8k8 (tf32), and Hopper's warpgroup wgmma.m64n64k16. Codegen
+// builds WMMA ops from them, the SIMT emulator runs them and the CUDA renderer writes them as mma.sync or wgmma.
 import { type DType, dtypes } from '../dtype.ts';
 
 /**
@@ -146,7 +146,7 @@ const MMA_1688_TF32: TensorCore = {
  * 16w.. 16w + 15 as mma.sync's m16n8 C, repeated for the 8 column blocks of 8. A and B's layouts are the register
  * form's (A as mma.sync's per warp; B a warp's 8 columns per block of 16 rows, as mma.sync's B).
  */
-const wgmma64: (dtypeIn: DType) => TensorCore = (dtypeIn) => ({
+const wgmma64 = (dtypeIn: DType): TensorCore => ({
   name: `WGMMA_64_64_16_${dtypeIn.name}_float32`,
   m: 64,
   n: 64,

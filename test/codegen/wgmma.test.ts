@@ -93,7 +93,12 @@ describe('warpgroup tensor cores (wgmma)', () => {
     });
     const source = renderCUDA('wgmma', linear);
     expect(source).toMatch(/wgmma\.mma_async\.sync\.aligned\.m64n64k16\.f32\.bf16\.bf16/);
-    expect(source).toMatch(/fence\.proxy\.async\.shared::cta;" ::: "memory"\); __syncthreads\(\);/);
+    // the multiplies run asynchronously: waited for before each barrier (the next copies overwrite tiles they
+    // read) and after the loop (the stores read their sums)
+    expect(source).toMatch(
+      /wgmma\.wait_group\.sync\.aligned 0;" ::: "memory"\); asm volatile\("fence\.proxy\.async\.shared::cta;" ::: "memory"\); __syncthreads\(\);/,
+    );
+    expect(source).toMatch(/^ {2}}\n {2}asm volatile\("wgmma\.wait_group\.sync\.aligned 0;"/m);
     expect(source).toMatch(/__shared__ __align__\(1024\)/);
     nvccCompile([source]);
   });

@@ -13,7 +13,7 @@ export const hasNvcc = (() => {
   }
 })();
 
-/** Compiles each source (a file per kernel) with nvcc for sm_90a (NVRTC's on Hopper) at once; throws its errors. */
+/** Compiles each source (a file per kernel) with nvcc for sm_90a (NVRTC's Hopper target); throws nvcc's errors. */
 export function nvccCompile(sources: readonly string[]): void {
   const dir = mkdtempSync(join(tmpdir(), 'tsgrad-nvcc-'));
   try {
