@@ -13,7 +13,10 @@ export const hasNvcc = (() => {
   }
 })();
 
-/** Compiles each source (a file per kernel) with nvcc for sm_90a (NVRTC's Hopper target); throws nvcc's errors. */
+/**
+ * Compiles each source (a file per kernel) with nvcc for sm_90a (NVRTC's Hopper target) in one call; throws
+ * nvcc's errors.
+ */
 export function nvccCompile(sources: readonly string[]): void {
   const dir = mkdtempSync(join(tmpdir(), 'tsgrad-nvcc-'));
   try {
