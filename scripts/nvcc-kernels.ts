@@ -1,5 +1,6 @@
-// Compiles every kernel the test suite ran on the SIMT target, as CUDA C, with nvcc for sm_90: the GPU-style
-// code the CUDA device would get is checked on a machine without a GPU. `vitest run` writes the kernels
+// Compiles every kernel the test suite ran on the SIMT target, as CUDA C, with nvcc for sm_90a (what NVRTC builds
+// for on a compute capability 9.0 GPU): the GPU-style code the CUDA device would get is checked on a machine
+// without a GPU. `vitest run` writes the kernels
 // (vitest.config.ts CUDA_KERNELS, test/setup.ts); this joins them into a translation unit per core (a kernel is
 // renamed by its number; the shared prelude is guarded) and reports each kernel nvcc rejects, with its source.
 // Usage: npx tsx scripts/nvcc-kernels.ts [folder]   (exits 1 where a kernel does not compile)
@@ -21,9 +22,11 @@ const files = readdirSync(folder).filter((f) => f.endsWith('.cu'));
 const sources = files.map((f) => readFileSync(join(folder, f), 'utf8'));
 const build = mkdtempSync(join(tmpdir(), 'tsgrad-nvcc-'));
 const nvcc = (file: string) =>
-  promisify(execFile)('nvcc', ['-arch=sm_90', '-cubin', '-w', '-o', `${file}.cubin`, file], {
-    maxBuffer: 1 << 26,
-  });
+  promisify(execFile)(
+    'nvcc',
+    ['-gencode=arch=compute_90a,code=sm_90a', '-cubin', '-w', '-o', `${file}.cubin`, file],
+    { maxBuffer: 1 << 26 },
+  );
 const KERNEL = /(__global__ void (?:__launch_bounds__\(\d+\) )?)(\w+)\(/;
 
 /** Compiles the kernels numbered `ids` in one unit; undefined when it compiles, else nvcc's message. */
@@ -60,6 +63,6 @@ if (sources.length === 0) {
   process.exit(1);
 }
 console.log(
-  `test:nvcc: ${sources.length - failed.length} of ${sources.length} SIMT kernels compile as CUDA C for sm_90 (${units} units, ${seconds} s)`,
+  `test:nvcc: ${sources.length - failed.length} of ${sources.length} SIMT kernels compile as CUDA C for sm_90a (${units} units, ${seconds} s)`,
 );
 process.exit(failed.length ? 1 : 0);

@@ -20,6 +20,7 @@ import { handCodedOpts } from './opt/heuristic.ts';
 import { applyOpts, CPU_TARGET, type Opt, type Target } from './opt/opts.ts';
 import { swizzleLocals } from './swizzle.ts';
 import { canonicalAddresses, lowerVectors } from './vectors.ts';
+import { sharedOperands } from './wgmma-operands.ts';
 import { widenSums } from './wide-sums.ts';
 import { accumulateInWmma } from './wmma.ts';
 
@@ -92,9 +93,10 @@ function countFlops(linear: UOp): number {
     )
       flops += trips * (u.shape?.length === 1 ? Number(u.shape[0]) : 1); // a vector op does one per lane
     else if (u.op === Ops.WMMA) {
-      // a warp's 32 threads run one multiply-accumulate of N x M x K together: each thread's share of it
-      const [n, m, k] = u.argOf(Ops.WMMA).dims;
-      flops += (trips * 2 * n * m * k) / WARP;
+      // a warp's 32 threads (a warpgroup's 128) run one multiply-accumulate of N x M x K: each thread's share
+      const { dims, threads = WARP } = u.argOf(Ops.WMMA);
+      const [n, m, k] = dims;
+      flops += (trips * 2 * n * m * k) / threads;
     }
   }
   return flops;
@@ -152,6 +154,7 @@ export function lowerKernel(ast: UOp, opts: LowerOptions = {}): LoweredKernel {
   if (tensorCores) k = canonicalAddresses(k);
   k = reduceToAccumulators(k, target.grid !== undefined);
   if (tensorCores) k = accumulateInWmma(k);
+  if (tensorCores) k = sharedOperands(k);
   if (tensorCores && target.grid?.matrixLoads) k = matrixLoads(k);
   if (tensorCores) k = vectorNeighbours(k);
   // after the passes that read a tile's plain row-major addresses

@@ -18,12 +18,13 @@ const ROW = 8;
 const isWarp = (r: UOp) => r.op === Ops.RANGE && r.argOf(Ops.RANGE).type === AxisType.WARP;
 
 /**
- * Each fragment element's address for each lane, less the part no lane changes (`rest`, the same for all), or
- * undefined where an address is not affine or mixes the lane with other indices.
+ * Each fragment element's address for each of the `lanes` lanes, less the part no lane changes (`rest`, the same
+ * for all), or undefined where an address is not affine or mixes the lane with other indices.
  */
-function laneOffsets(
+export function laneOffsets(
   loads: readonly UOp[],
   lane: UOp,
+  lanes = WARP,
 ): { rest: Map<UOp, number>; at: number[][] } | undefined {
   let rest: Map<UOp, number> | undefined;
   const at: number[][] = [];
@@ -31,7 +32,7 @@ function laneOffsets(
   const valuesOf = (t: UOp) => {
     let v = values.get(t);
     if (v === undefined) {
-      v = Array.from({ length: WARP }, (_, T) => {
+      v = Array.from({ length: lanes }, (_, T) => {
         const x = simplify(substitute(t, new Map([[lane, UOp.index(T)]])));
         return x.op === Ops.CONST ? Number(x.constValue) : Number.NaN;
       });
@@ -43,7 +44,7 @@ function laneOffsets(
     const lin = affine(l.src[0]!.src[1]!);
     if (lin === undefined) return undefined;
     const own = new Map<UOp, number>();
-    const offsets = new Array<number>(WARP).fill(lin.constant);
+    const offsets = new Array<number>(lanes).fill(lin.constant);
     for (const [t, c] of lin.terms) {
       const ranges = t.toposort().filter((x) => x.op === Ops.RANGE);
       if (!ranges.includes(lane)) own.set(t, c);

@@ -5,6 +5,7 @@ import { exp2Series } from '../codegen/decompose.ts';
 import { MASK_OPS, maskNot, maskWidth } from '../codegen/vectors.ts';
 import { AddrSpace, type DType, dtypes } from '../dtype.ts';
 import { HOST_BUFFER_ALIGN } from '../helpers.ts';
+import { tensorCoreNamed } from '../runtime/tensor-cores.ts';
 import { Ops, opName } from '../uop/ops.ts';
 import type { UOp } from '../uop/uop.ts';
 import { type GpuLanguage, type Language, maxIndex, nonNegativeDivision, render } from './render.ts';
@@ -205,7 +206,10 @@ function cLanguage(indexType: string, dialect: Dialect = C_DIALECT): Language {
     const fn = `tg_${name}`;
     if (!helpers.has(fn)) {
       const [ta, tb, tc] = u.src.map((s) => vectorType(s.dtype, s.lanes)) as [string, string, string];
-      helpers.set(fn, wmmaFunction(fn, u, ta, tb, tc));
+      if (tensorCoreNamed(name)?.sharedOperands) {
+        helpers.set('tg_wgmma_descriptor', WGMMA_DESCRIPTOR);
+        helpers.set(fn, wgmmaFunction(fn, u, tc));
+      } else helpers.set(fn, wmmaFunction(fn, u, ta, tb, tc));
     }
     return `${fn}(${a.join(', ')})`;
   };
@@ -525,6 +529,40 @@ ${tf32}  asm volatile("mma.sync.aligned.m${m}n${n}k${k}.row.col.f32.${ptx.type}.
 }`;
 }
 
+/** Waits for the warpgroup's wgmmas: before each barrier (the next copies overwrite tiles) and after each loop. */
+const WGMMA_WAIT = 'asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");';
+
+/** A matrix descriptor of shared memory in the 128-byte swizzle whose 8-row groups are 1024 bytes apart. */
+const WGMMA_DESCRIPTOR = `static __device__ inline unsigned long long tg_wgmma_descriptor(const void* p) {
+  const unsigned long long at = (unsigned)__cvta_generic_to_shared(p);
+  return (at & 0x3FFFF) >> 4 | 1ull << 16 | (1024ull >> 4) << 32 | 1ull << 62;
+}`;
+
+/**
+ * A device function starting one warpgroup tensor core instruction (wgmma, sm_90a; WGMMA_WAIT waits for it): A
+ * and B read from shared memory through descriptors (src/codegen/wgmma-operands.ts), B MN-major (trans-b); C and D
+ * float32 registers.
+ */
+function wgmmaFunction(fn: string, u: UOp, tc: string): string {
+  const { dims, dtypeIn } = u.argOf(Ops.WMMA);
+  const [n, m, k] = dims;
+  const ptx = WMMA_PTX[dtypeIn.name];
+  if (ptx === undefined || ptx.type === 'tf32')
+    throw new Error(`render CUDA: no wgmma for ${dtypeIn.name} inputs (${fn})`);
+  const d = u.lanes;
+  const registers = Array.from({ length: d }, (_, i) => `%${i}`).join(', ');
+  const outputs = Array.from({ length: d }, (_, i) => `"+f"(c[${i}])`).join(', ');
+  return `static __device__ inline ${tc} ${fn}(const void* a, const void* b, ${tc} c) {
+  asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
+  asm volatile("{\\n.reg .pred p;\\nsetp.ne.b32 p, 1, 0;\\n"
+    "wgmma.mma_async.sync.aligned.m${m}n${n}k${k}.f32.${ptx.type}.${ptx.type} {${registers}}, %${d}, %${d + 1}, p, 1, 1, 0, 1;\\n}"
+    : ${outputs}
+    : "l"(tg_wgmma_descriptor(a)), "l"(tg_wgmma_descriptor(b)));
+  asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+  return c;
+}`;
+}
+
 /** max(a, b) of vectors as the scalar MAX computes it (NaN in a gives NaN), one compare and a blend. */
 const vectorMax = (name: string, t: string, mask: string) => `static inline ${t} ${name}(${t} a, ${t} b) {
   ${mask} k = (a > b) | (a != a);
@@ -637,16 +675,19 @@ function launchDims(name: string, linear: UOp): { grid: number[]; block: number[
 const STATIC_SHARED = 48 * 1024;
 
 /**
- * Where each LOCAL buffer starts in dynamic shared memory (16-byte aligned) and the bytes in all, where they
+ * Where each LOCAL buffer starts in dynamic shared memory (`align` bytes aligned) and the bytes in all, where they
  * take more than a static declaration may; else undefined.
  */
-function dynamicShared(linear: UOp): { offsets: Map<string, number>; bytes: number } | undefined {
+function dynamicShared(
+  linear: UOp,
+  align: number,
+): { offsets: Map<string, number>; bytes: number } | undefined {
   const offsets = new Map<string, number>();
   let bytes = 0;
   for (const u of linear.src) {
     if (u.op !== Ops.PARAM || u.argOf(Ops.PARAM).addrspace !== AddrSpace.LOCAL) continue;
     offsets.set(`temp${u.argOf(Ops.PARAM).slot as number}`, bytes);
-    bytes += Math.ceil((Number(u.src[0]!.sizes[0]) * u.argOf(Ops.PARAM).dtype.itemsize) / 16) * 16;
+    bytes += Math.ceil((Number(u.src[0]!.sizes[0]) * u.argOf(Ops.PARAM).dtype.itemsize) / align) * align;
   }
   return bytes > STATIC_SHARED ? { offsets, bytes } : undefined;
 }
@@ -669,7 +710,11 @@ function launchBounds(threads: number, linear: UOp): string {
  */
 export function renderCUDA(name: string, linear: UOp): string {
   const { grid, block } = launchDims(name, linear);
-  const shared = dynamicShared(linear);
+  // tiles a warpgroup tensor core reads: from 1024-byte boundaries (where the 128-byte swizzle repeats), and
+  // written by ordinary stores or cp.async, which the tensor cores' async proxy sees after a proxy fence
+  const tiles = linear.src.some((u) => u.op === Ops.LOAD && u.argOf(Ops.LOAD)?.tile !== undefined);
+  const align = tiles ? 1024 : 16;
+  const shared = dynamicShared(linear, align);
   const threads = block[0]! * block[1]! * block[2]!;
   let writes: string[] = [];
   const dialect: Dialect = {
@@ -690,13 +735,15 @@ export function renderCUDA(name: string, linear: UOp): string {
     alignment: 16,
     gpu: {
       special: (n) => `${n.startsWith('g') ? 'blockIdx' : 'threadIdx'}.${AXES[Number(n.at(-1))]}`,
-      barrier: '__syncthreads();',
-      ...(shared === undefined
-        ? {}
-        : {
-            local: (n: string, type: string) =>
-              `${shared.offsets.get(n) === 0 ? 'extern __shared__ __align__(16) unsigned char tg_shared[]; ' : ''}${type}* ${n} = (${type}*)(tg_shared + ${shared.offsets.get(n)});`,
-          }),
+      barrier: tiles
+        ? `${WGMMA_WAIT} asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); __syncthreads();`
+        : '__syncthreads();',
+      ...(tiles ? { afterLoop: WGMMA_WAIT } : {}),
+      local:
+        shared === undefined
+          ? (n: string, type: string, size: number) => `__shared__ __align__(${align}) ${type} ${n}[${size}];`
+          : (n: string, type: string) =>
+              `${shared.offsets.get(n) === 0 ? `extern __shared__ __align__(${align}) unsigned char tg_shared[]; ` : ''}${type}* ${n} = (${type}*)(tg_shared + ${shared.offsets.get(n)});`,
       matrixLoad: (dtype, lanes, trans, from) =>
         `tg_ldmatrix<${dtype === dtypes.bfloat16 ? 'tg_bfloat' : 'tg_half'}, ${lanes / 2}, ${trans}>(${from})`,
       // .cg (through L2 only) takes 16 bytes alone

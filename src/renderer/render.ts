@@ -51,6 +51,8 @@ export interface GpuLanguage {
   matrixLoad?(dtype: DType, lanes: number, trans: boolean, from: string): string;
   /** Ends the thread's round of asynchronous copies and waits until at most `pending` rounds are in flight. */
   asyncWait?(pending: number): string;
+  /** A statement after each loop (CUDA: waiting for the tensor cores' asynchronous multiplies). */
+  readonly afterLoop?: string;
 }
 
 export interface VectorLanguage {
@@ -225,6 +227,11 @@ export function render(lang: Language, name: string, linear: UOp): string {
           places.set(u, p); // the copy's source (its gate is the copy's)
           continue;
         }
+        if (u.argOf(Ops.LOAD)?.tile !== undefined) {
+          // the tensor core reads the tile itself: its operand is the tile's address
+          names.set(u, `(${pointer(p, 'warpgroup tile')})`);
+          continue;
+        }
         const matrix = u.argOf(Ops.LOAD)?.matrix;
         if (matrix !== undefined) {
           if (gpu().matrixLoad === undefined)
@@ -313,6 +320,7 @@ export function render(lang: Language, name: string, linear: UOp): string {
         for (let i = 1; i < u.src.length; i++) {
           depth--;
           emit(lang.loopClose);
+          if (lang.gpu?.afterLoop !== undefined) emit(lang.gpu.afterLoop);
         }
         continue;
     }

@@ -38,6 +38,14 @@ function argOf(u: UOp): SimtArg | undefined {
     case Ops.LOAD: {
       const matrix = u.argOf(Ops.LOAD)?.matrix;
       if (matrix !== undefined) return { lanes: u.lanes, transposed: matrix.trans };
+      const tile = u.argOf(Ops.LOAD)?.tile;
+      if (tile !== undefined) {
+        const buf = u.src[0]!.src[0]!;
+        const swizzle = (buf.op === Ops.AFTER ? buf.src[0]! : buf).argOf(Ops.PARAM).swizzle;
+        if (swizzle === undefined)
+          throw new Error('render SIMT: a tile load from a LOCAL buffer without a swizzle');
+        return { lanes: u.lanes, tile, swizzle };
+      }
       return u.lanes > 1 ? { lanes: u.lanes } : undefined;
     }
     case Ops.STACK:

@@ -35,7 +35,7 @@ import {
 import { CUDAGraph } from './cuda-graph.ts';
 import { cachedBody, publishFile, withBuildDir } from './diskcache.ts';
 import { NvrtcBatch } from './nvrtc-workers.ts';
-import { NVIDIA_TENSOR_CORES, type TensorCore } from './tensor-cores.ts';
+import { HOPPER_TENSOR_CORES, NVIDIA_TENSOR_CORES, type TensorCore } from './tensor-cores.ts';
 
 /** 1: a JIT's replays on CUDA run as one CUDA graph (0: a launch per kernel). */
 export const JIT_GRAPH = new ContextVar<number>('JIT_GRAPH', 1);
@@ -207,8 +207,9 @@ export class CUDABackend extends Backend {
     return 16;
   }
 
-  // mma.sync's shapes from Ampere (sm_80) on
+  // mma.sync's shapes from Ampere (sm_80) on; Hopper's warpgroup ones after them (sm_90a, which it compiles for)
   override tensorCores(): readonly TensorCore[] {
+    if (this.gpu.arch === 'sm_90') return [...NVIDIA_TENSOR_CORES, ...HOPPER_TENSOR_CORES];
     return Number(this.gpu.arch.slice(3)) >= 80 ? NVIDIA_TENSOR_CORES : [];
   }
 
@@ -230,7 +231,8 @@ export class CUDABackend extends Backend {
     if (this.nvrtcOptions === undefined) {
       const include = cudaIncludeDir();
       this.nvrtcOptions = [
-        `--gpu-architecture=${this.gpu.arch}`,
+        // Hopper's own target: wgmma exists only in sm_90a code (which runs on compute capability 9.0 alone)
+        `--gpu-architecture=${this.gpu.arch === 'sm_90' ? 'sm_90a' : this.gpu.arch}`,
         '-default-device',
         '-w',
         ...(include ? [`-I${include}`] : []),

@@ -18,11 +18,20 @@ import {
   writeElement,
 } from '../dtype.ts';
 import { execAlu, floorDiv, floorMod } from '../uop/alu.ts';
-import { Ops } from '../uop/ops.ts';
+import { Ops, type Swizzle } from '../uop/ops.ts';
 import { HostAllocator } from './allocator.ts';
 import { Backend, checkBuffers, type KernelLanguage, type Program, secondsSince } from './backend.ts';
 import type { DeviceBuffer } from './buffer.ts';
-import { elementsOf, NVIDIA_TENSOR_CORES, positionOf, roundTF32, type TensorCore } from './tensor-cores.ts';
+import {
+  elementsOf,
+  HOPPER_TENSOR_CORES,
+  NVIDIA_TENSOR_CORES,
+  type OperandLayout,
+  positionOf,
+  roundTF32,
+  type TensorCore,
+  tensorCoreNamed,
+} from './tensor-cores.ts';
 
 // what src/renderer/simt.ts writes
 /** One instruction: its op's name, dtype name, the positions of its sources in the list, and its arg. */
@@ -38,7 +47,9 @@ export type SimtArg =
   /** A warp-level multiply by the named tensor core (one of SIMTBackend's tensorCores()). */
   | { tensorCore: string; lanes: number }
   /** A warp's matrix load (LoadArg.matrix): each lane's address starts a row of the 8 x 8 matrices. */
-  | { lanes: number; transposed: boolean };
+  | { lanes: number; transposed: boolean }
+  /** A warpgroup tensor core's operand read from a LOCAL tile (LoadArg.tile) through its buffer's swizzle. */
+  | { lanes: number; tile: { operand: 'a' | 'b'; tensorCore: string }; swizzle: Swizzle };
 
 export interface SimtProgram {
   name: string;
@@ -70,7 +81,8 @@ export class SIMTBackend extends Backend {
   }
 
   override tensorCores(): readonly TensorCore[] {
-    return NVIDIA_TENSOR_CORES;
+    // Hopper's warpgroup cores after the warp's, which TC picks first where it may choose
+    return [...NVIDIA_TENSOR_CORES, ...HOPPER_TENSOR_CORES];
   }
 
   // as CUDA's kernel parameters from 12.1 on (32,764 bytes of 8-byte pointers), so its schedules are CUDA's
@@ -170,6 +182,8 @@ interface Step {
   tensorCore?: TensorCore;
   /** A matrix load's layout: whether each lane gets a column pair rather than a row pair. */
   transposed?: boolean;
+  /** A tile load's operand layout and its buffer's swizzle. */
+  tile?: { layout: OperandLayout; threads: number; swizzle: Swizzle };
 }
 
 // Fast forms of the commonest ops, computing exactly what execAlu does (src/uop/alu.ts) without its generality:
@@ -267,10 +281,15 @@ function decode(name: string, [op, dtype, src, arg]: SimtInstruction, steps: rea
     step.lanes = arg.values.length;
   }
   if (arg !== undefined && 'transposed' in arg) step.transposed = arg.transposed;
-  if (arg !== undefined && 'tensorCore' in arg) {
-    const tc = NVIDIA_TENSOR_CORES.find((x) => x.name === arg.tensorCore);
-    if (tc === undefined) throw new Error(`SIMT: kernel ${name}: no tensor core ${arg.tensorCore}`);
-    step.tensorCore = tc;
+  const core = (named: string) => {
+    const tc = tensorCoreNamed(named);
+    if (tc === undefined) throw new Error(`SIMT: kernel ${name}: no tensor core ${named}`);
+    return tc;
+  };
+  if (arg !== undefined && 'tensorCore' in arg) step.tensorCore = core(arg.tensorCore);
+  if (arg !== undefined && 'tile' in arg) {
+    const tc = core(arg.tile.tensorCore);
+    step.tile = { layout: tc[arg.tile.operand], threads: tc.threads, swizzle: arg.swizzle };
   }
   if (code === Ops.INDEX && first !== undefined && !isBuffer(first, steps))
     step.lane = Number(steps[src[1]!]!.value);
@@ -477,6 +496,10 @@ class SIMTProgram implements Program {
             return mem.plain ? (data as StorageArray)[at]! : readElement(mem.dtype, data as StorageArray, at);
           };
           const out = new Array<V>(count);
+          if (s.tile !== undefined) {
+            values[pc] = this.tileLoad(pc, s.tile, width, count, mask, idx, (at, t) => read(at, t, false, 0));
+            continue;
+          }
           if (s.transposed !== undefined) {
             values[pc] = this.matrixLoad(
               pc,
@@ -641,6 +664,51 @@ class SIMTProgram implements Program {
         const [r, c] = transposed ? [2 * (T % 4) + e, T >> 2] : [T >> 2, 2 * (T % 4) + e];
         return read(rowOf(w + 8 * j + r) + c, t);
       }) as unknown as V;
+    }
+    return out;
+  }
+
+  /**
+   * A warpgroup tensor core's operand for every warpgroup: thread T of it gets its elements of the core's layout,
+   * element (r, c) read at x = start + 64 r + c through the swizzle (x ^ ((x / row) % 8) * chunk), as the
+   * hardware reads a descriptor's tile; the start, the first address of the warpgroup's first thread, must be
+   * every thread's and lie on a multiple of 8 rows of the swizzle.
+   */
+  private tileLoad(
+    pc: number,
+    tile: NonNullable<Step['tile']>,
+    lanes: number,
+    count: number,
+    mask: readonly boolean[],
+    idx: Lanes,
+    read: (at: number, t: number) => V,
+  ): Lanes {
+    const { layout, threads, swizzle } = tile;
+    if (count % threads !== 0 || mask.includes(false))
+      this.fail(
+        pc,
+        `a warpgroup operand needs whole warpgroups of ${threads} threads, all active; the group has ${count}`,
+      );
+    const out = new Array<V>(count);
+    for (let g = 0; g < count; g += threads) {
+      const start = Number(lanesOf(idx, g)[0]);
+      if (start % (8 * swizzle.row) >= swizzle.row)
+        this.fail(
+          pc,
+          `a warpgroup operand's tile starts at element ${start}, not on a multiple of 8 rows of ${swizzle.row}`,
+        );
+      for (let T = 0; T < threads; T++) {
+        if (Number(lanesOf(idx, g + T)[0]) !== start)
+          this.fail(
+            pc,
+            `threads ${g} and ${g + T} of a warpgroup give its operand different tiles (${start}, ${Number(lanesOf(idx, g + T)[0])})`,
+          );
+        out[g + T] = Array.from({ length: lanes }, (_, i) => {
+          const [r, c] = positionOf(layout, T, i);
+          const x = start + r * 64 + c;
+          return read(x ^ ((Math.floor(x / swizzle.row) % 8) * swizzle.chunk), g + T);
+        }) as unknown as V;
+      }
     }
     return out;
   }

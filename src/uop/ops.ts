@@ -266,6 +266,13 @@ export interface LoadArg {
    * (`trans`) rows 2 (T % 4) and 2 (T % 4) + 1 of column T / 4. As many matrices as half the load's lanes.
    */
   matrix?: { trans: boolean };
+  /**
+   * A warpgroup tensor core's operand (`a` or `b` of the named core, TensorCore.sharedOperands), which the tensor
+   * core reads from LOCAL memory itself: the INDEX's first address is the operand tile's element (0, 0), the same
+   * for the 128 threads, whose element (r, c) is r * 64 + c further, through the buffer's swizzle. Each thread's
+   * value is its elements of the core's layout (what the SIMT emulator gives it); CUDA passes the address.
+   */
+  tile?: { operand: 'a' | 'b'; tensorCore: string };
 }
 /** A STORE into LOCAL memory of a GLOBAL load that may land late (cp.async): by the next BARRIER that waits. */
 export interface StoreArg {
@@ -287,6 +294,8 @@ export interface WmmaArg {
   dtypeIn: DType;
   dtypeOut: DType;
   device: string;
+  /** Threads that run it together: a warp's 32 where absent, a warpgroup's 128. */
+  threads?: number;
 }
 export interface CustomArg {
   fmt: string;

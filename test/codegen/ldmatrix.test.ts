@@ -60,7 +60,7 @@ describe('matrix loads', () => {
     expect(matrixLoads(lowerKernel(kernel.ast, { target: without, opts: opts(1) }).linear)).toEqual([]);
   });
 
-  it.skipIf(!hasNvcc)('compile with nvcc for sm_90 (ldmatrix, cp.async)', () => {
+  it.skipIf(!hasNvcc)('compile with nvcc for sm_90a (ldmatrix, cp.async)', () => {
     const source = renderCUDA('ldsm', lowerKernel(kernel.ast, { target, opts: opts(2) }).linear);
     expect(source).toMatch(/tg_ldmatrix<tg_bfloat, 2, true>/);
     expect(source).toMatch(/cp\.async\.c[ag]\.shared\.global/);

@@ -356,7 +356,7 @@ describe('STAGE on SIMT', () => {
   });
 
   it.skipIf(!hasNvcc)(
-    'staged kernels compile with nvcc for sm_90 (vector copies into __shared__ tiles)',
+    'staged kernels compile with nvcc for sm_90a (vector copies into __shared__ tiles)',
     () => {
       const tc = matmul(256, 256, 256, dtypes.bfloat16);
       const plain = matmul(64, 64, 64, dtypes.float32);

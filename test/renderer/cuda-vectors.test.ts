@@ -1,6 +1,6 @@
 // Vector values on GPU targets: random programs with random UPCAST/UNROLL splits, lowered for the SIMT device's
 // target (float4-wide lanes), compute on the SIMT emulator what the unoptimized kernel computes, and their CUDA
-// C (vectors as a struct of lanes, aligned loads whole) compiles with nvcc for sm_90 where nvcc is installed.
+// C (vectors as a struct of lanes, aligned loads whole) compiles with nvcc for sm_90a where nvcc is installed.
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { outputsToGlobal } from '../../src/codegen/grid.ts';

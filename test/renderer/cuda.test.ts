@@ -1,5 +1,5 @@
 // CUDA C for GPU-style kernels: the kernels the SIMT target gets for a set of programs (every dtype, workgroups,
-// shared reductions) compile with nvcc for sm_90 where nvcc is installed (CI's image has it).
+// shared reductions) compile with nvcc for sm_90a where nvcc is installed (CI's image has it).
 import { describe, expect, it } from 'vitest';
 import { lowerKernel } from '../../src/codegen/index.ts';
 import type { Opt } from '../../src/codegen/opt/opts.ts';
@@ -171,7 +171,7 @@ describe('CUDA renderer', () => {
   });
 
   it.skipIf(!hasNvcc)(
-    'compiles every kernel with nvcc for sm_90',
+    'compiles every kernel with nvcc for sm_90a',
     () => {
       const all = sources();
       expect(all.length).toBeGreaterThan(10);

@@ -13,7 +13,10 @@ export const hasNvcc = (() => {
   }
 })();
 
-/** Compiles each source (a file per kernel) with nvcc for sm_90 in one call; throws nvcc's errors. */
+/**
+ * Compiles each source (a file per kernel) with nvcc for sm_90a (NVRTC's Hopper target) in one call; throws
+ * nvcc's errors.
+ */
 export function nvccCompile(sources: readonly string[]): void {
   const dir = mkdtempSync(join(tmpdir(), 'tsgrad-nvcc-'));
   try {
@@ -22,7 +25,9 @@ export function nvccCompile(sources: readonly string[]): void {
       writeFileSync(file, source);
       return file;
     });
-    execFileSync('nvcc', ['-arch=sm_90', '-cubin', '-odir', dir, ...files], { stdio: 'pipe' });
+    execFileSync('nvcc', ['-gencode=arch=compute_90a,code=sm_90a', '-cubin', '-odir', dir, ...files], {
+      stdio: 'pipe',
+    });
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }

@@ -11,6 +11,7 @@
 // asked (`swizzle`) and a row of 16-bit elements is a power of two of 16-byte chunks, unpadded and XOR-swizzled
 // (ParamArg.swizzle), which also spreads a warp's copies of short rows (a 64-byte row of A's K) over all banks.
 import { AddrSpace, dtypes } from '../../dtype.ts';
+import { tensorCoreNamed } from '../../runtime/tensor-cores.ts';
 import { AxisType, Ops, type Swizzle } from '../../uop/ops.ts';
 import { substitute } from '../../uop/pattern.ts';
 import { UOp } from '../../uop/uop.ts';
@@ -227,7 +228,12 @@ export function stagePlan(ast: UOp, axis: number, depth = 0, swizzle = false): S
     (rangeArg(r).type === AxisType.REDUCE && rangeArg(r).id > rangeArg(range).id);
   const reduce = ast.toposort().find((u) => u.op === Ops.REDUCE && u.src.includes(range));
   if (reduce === undefined) return `no reduce sums over axis ${axis}`;
-  const fragments = reduce.src[0]!.toposort().filter((u) => u.op === Ops.STACK);
+  // a warpgroup tensor core reads its operands from the tiles itself: no thread reads row pairs of them
+  const body = reduce.src[0]!.toposort();
+  const sharedOperands = body.some(
+    (u) => u.op === Ops.WMMA && tensorCoreNamed(u.argOf(Ops.WMMA).name)?.sharedOperands,
+  );
+  const fragments = sharedOperands ? [] : body.filter((u) => u.op === Ops.STACK);
   const byBuffer = new Map<UOp, UOp[]>();
   for (const u of reduce.src[0]!.toposort()) {
     if (u.op !== Ops.LOAD || !u.src[0]!.toposort().includes(range)) continue;

@@ -190,7 +190,14 @@ export function applyTensorCore(
       elements(b, tc.b, [k, kt, tc.k], [n, nt, tc.n]),
       UOp.make(Ops.STACK, Array(elementsOf(tc.c)).fill(zero)),
     ],
-    { name: tc.name, dims: [tc.n, tc.m, tc.k], dtypeIn: tc.dtypeIn, dtypeOut: tc.dtypeOut, device: 'CUDA' },
+    {
+      name: tc.name,
+      dims: [tc.n, tc.m, tc.k],
+      dtypeIn: tc.dtypeIn,
+      dtypeOut: tc.dtypeOut,
+      device: 'CUDA',
+      threads: tc.threads,
+    },
   );
   const summed = reduce.withSrc([wmma, ...reduce.src.slice(1).map((r) => (r === k ? kt : r))]);
   // each lane stores its elements of the output tile

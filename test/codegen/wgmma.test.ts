@@ -1,0 +1,105 @@
+// Hopper's warpgroup tensor cores (wgmma): TC on a WGMMA core and STAGE with the swizzle make WMMAs whose A and B
+// the tensor core reads from the LOCAL tiles itself (one tile load each, src/codegen/wgmma-operands.ts). SIMT
+// reads the tiles as the hardware reads a descriptor (the 128-byte swizzle) and must compute the float64 matmul;
+// the CUDA source issues wgmma after a proxy fence and compiles with nvcc for sm_90a.
+import { describe, expect, it } from 'vitest';
+import { lowerKernel } from '../../src/codegen/index.ts';
+import type { Opt } from '../../src/codegen/opt/opts.ts';
+import { allocStorage, type DType, dtypes, readElement, writeElement } from '../../src/dtype.ts';
+import { targetOf } from '../../src/engine/compile.ts';
+import { scheduleOf } from '../../src/engine/realize.ts';
+import { renderCUDA } from '../../src/renderer/c.ts';
+import { renderSIMT } from '../../src/renderer/simt.ts';
+import { DeviceBuffer } from '../../src/runtime/buffer.ts';
+import { Device } from '../../src/runtime/device.ts';
+import { Tensor } from '../../src/tensor/index.ts';
+import { AxisType, Ops } from '../../src/uop/ops.ts';
+import { hasNvcc, nvccCompile } from '../renderer/nvcc.ts';
+
+const simt = Device.get('SIMT');
+const target = targetOf(simt);
+const [M, K, N] = [128, 128, 128];
+
+const kernelOf = (d: DType) =>
+  scheduleOf([
+    Tensor.empty([M, K], { device: 'SIMT', dtype: d }).matmul(
+      Tensor.empty([K, N], { device: 'SIMT', dtype: d }),
+    ),
+  ]).kernels.at(-1)!;
+// after TC the axes are M tiles, N tiles, K tiles, the warpgroup; UPCAST of M puts an axis before K
+const opts = (d: DType, upcast: boolean): Opt[] => [
+  {
+    op: 'TC',
+    axis: 2,
+    tc: target.tensorCores.findIndex((c) => c.sharedOperands && c.dtypeIn === d),
+    opt: 0,
+    mode: 1,
+  },
+  ...(upcast ? [{ op: 'SPLIT', axis: 0, factor: 2, target: AxisType.UPCAST } as Opt] : []),
+  { op: 'SPLIT', axis: upcast ? 3 : 2, factor: 4, target: AxisType.UNROLL },
+  { op: 'STAGE', axis: upcast ? 3 : 2, swizzle: true },
+];
+
+describe('warpgroup tensor cores (wgmma)', () => {
+  for (const d of [dtypes.float16, dtypes.bfloat16])
+    for (const upcast of [false, true])
+      it(`compute the ${d.name} matmul in SIMT from swizzled tiles (${upcast ? 'two' : 'one'} m64 tile a warpgroup)`, () => {
+        const k = kernelOf(d);
+        const { name, linear } = lowerKernel(k.ast, { target, opts: opts(d, upcast) });
+        const tiles = linear.src.filter((u) => u.op === Ops.LOAD && u.argOf(Ops.LOAD)?.tile !== undefined);
+        expect(tiles.map((u) => u.argOf(Ops.LOAD)!.tile!.operand).sort()).toEqual(
+          upcast
+            ? ['a', 'a', 'a', 'a', 'a', 'a', 'a', 'a', 'b', 'b', 'b', 'b']
+            : ['a', 'a', 'a', 'a', 'b', 'b', 'b', 'b'],
+        );
+        let seed = 7;
+        const random = () => {
+          seed = (seed * 1103515245 + 12345) % 2 ** 31;
+          return (Math.floor((seed / 2 ** 31) * 256) - 128) / 64;
+        };
+        const inputs = [M * K, K * N].map((n) => {
+          const s = allocStorage(d, n);
+          for (let i = 0; i < n; i++) writeElement(d, s, i, random());
+          return s;
+        });
+        const out = new DeviceBuffer(simt, M * N, d);
+        const bufs = [out, ...inputs.map((s, i) => new DeviceBuffer(simt, i ? K * N : M * K, d).copyin(s))];
+        simt.compile(name, renderSIMT(name, linear)).run(bufs);
+        const got = out.copyout();
+        const at = (s: ReturnType<typeof allocStorage>, i: number) => Number(readElement(d, s, i));
+        let worst = 0;
+        for (let i = 0; i < M; i++)
+          for (let j = 0; j < N; j++) {
+            let want = 0;
+            for (let q = 0; q < K; q++) want += at(inputs[0]!, i * K + q) * at(inputs[1]!, q * N + j);
+            // the products of multiples of 1/64 sum exactly in float32; the output rounds once
+            worst = Math.max(worst, Math.abs(at(got, i * N + j) - want) / Math.max(1, Math.abs(want)));
+          }
+        expect(worst).toBeLessThan(d === dtypes.float16 ? 1e-3 : 8e-3);
+      });
+
+  it('refuse operands that are not swizzled tiles of rows of 64, naming what they need', () => {
+    const k = kernelOf(dtypes.float16);
+    const unstaged = opts(dtypes.float16, false).slice(0, -1);
+    expect(() => lowerKernel(k.ast, { target, opts: unstaged })).toThrow(
+      /WGMMA_64_64_16_float16.*128-byte swizzle/,
+    );
+  });
+
+  it.skipIf(!hasNvcc)('compile with nvcc for sm_90a (wgmma from descriptors after a proxy fence)', () => {
+    const { linear } = lowerKernel(kernelOf(dtypes.bfloat16).ast, {
+      target,
+      opts: opts(dtypes.bfloat16, true),
+    });
+    const source = renderCUDA('wgmma', linear);
+    expect(source).toMatch(/wgmma\.mma_async\.sync\.aligned\.m64n64k16\.f32\.bf16\.bf16/);
+    // the multiplies run asynchronously: waited for before each barrier (the next copies overwrite tiles they
+    // read) and after the loop (the stores read their sums)
+    expect(source).toMatch(
+      /wgmma\.wait_group\.sync\.aligned 0;" ::: "memory"\); asm volatile\("fence\.proxy\.async\.shared::cta;" ::: "memory"\); __syncthreads\(\);/,
+    );
+    expect(source).toMatch(/^ {2}}\n {2}asm volatile\("wgmma\.wait_group\.sync\.aligned 0;"/m);
+    expect(source).toMatch(/__shared__ __align__\(1024\)/);
+    nvccCompile([source]);
+  });
+});
