@@ -15,7 +15,7 @@ import { fileURLToPath } from 'node:url';
 import type { Backend, KernelInput, Program } from '../src/runtime/backend.ts';
 import { CPUBackend } from '../src/runtime/cpu.ts';
 import { NullBackend } from '../src/runtime/null.ts';
-import { NVIDIA_TENSOR_CORES } from '../src/runtime/tensor-cores.ts';
+import { HOPPER_TENSOR_CORES, NVIDIA_TENSOR_CORES } from '../src/runtime/tensor-cores.ts';
 import { WORKLOADS } from './firststep-models.ts';
 
 type Model = keyof typeof WORKLOADS;
@@ -33,7 +33,7 @@ function nullAsH100(): void {
     matrixLoads: true,
   });
   gpu.vectorBytes = () => 16;
-  gpu.tensorCores = () => NVIDIA_TENSOR_CORES;
+  gpu.tensorCores = () => [...NVIDIA_TENSOR_CORES, ...HOPPER_TENSOR_CORES];
   gpu.maxBuffers = () => 4095;
 }
 

@@ -136,10 +136,23 @@ export function optimizable(ast: UOp, opts: LowerOptions = {}): UOp {
 }
 
 export function lowerKernel(ast: UOp, opts: LowerOptions = {}): LoweredKernel {
-  let k = optimizable(ast, opts);
+  const k = optimizable(ast, opts);
   const target = opts.target ?? CPU_TARGET;
-  const applied = opts.opts ?? handCodedOpts(k, target);
-  k = applyOpts(k, applied, target);
+  if (opts.opts !== undefined) return lowerWith(k, opts.opts, target);
+  const applied = handCodedOpts(k, target);
+  try {
+    return lowerWith(k, applied, target);
+  } catch (e) {
+    if (!applied.some((o) => o.op === 'TC' && target.tensorCores[o.tc]?.sharedOperands)) throw e;
+    // staged tiles a warpgroup's tensor cores cannot read (sharedOperands): the warps' cores instead
+    const warps = { ...target, tensorCores: target.tensorCores.filter((c) => !c.sharedOperands) };
+    return lowerWith(k, handCodedOpts(k, warps), warps);
+  }
+}
+
+/** An optimizable kernel lowered with `applied` to a linear program. */
+function lowerWith(optimizable: UOp, applied: readonly Opt[], target: Target): LoweredKernel {
+  let k = applyOpts(optimizable, applied, target);
   if (target.grid !== undefined) k = groupReduces(k);
   const named = k; // named after the loops that remain
   k = widenSums(k);

@@ -86,6 +86,22 @@ describe('warpgroup tensor cores (wgmma)', () => {
     );
   });
 
+  it("are the heuristics' choice for big plain matmuls on an H100, and the warps' cores where the tiles cannot feed them", () => {
+    // an H100's limits (SIMT's 48 KB hold no two-ahead pipeline of these tiles)
+    const h100 = { ...target, grid: { ...target.grid!, localBytes: 232448, maxThreads: 1024 } };
+    const chosen = (a: Tensor, b: Tensor) => {
+      const { opts } = lowerKernel(scheduleOf([a.matmul(b)]).kernels.at(-1)!.ast, { target: h100 });
+      const tc = opts.find((o) => o.op === 'TC');
+      return tc?.op === 'TC' ? h100.tensorCores[tc.tc]!.name : undefined;
+    };
+    const e = (...shape: number[]) => Tensor.empty(shape, { device: 'SIMT', dtype: dtypes.float16 });
+    expect(chosen(e(4096, 4096), e(4096, 4096))).toBe('WGMMA_64_64_16_float16_float32');
+    // A read transposed: its tile is not the core's layout (sharedOperands refuses it); mma.sync instead
+    expect(chosen(e(4096, 4096).T, e(4096, 4096))).toMatch(/^WMMA_16_8_16_float16/);
+    // too few blocks for the machine
+    expect(chosen(e(1024, 1024), e(1024, 1024))).toMatch(/^WMMA_16_8_16_float16/);
+  });
+
   it.skipIf(!hasNvcc)('compile with nvcc for sm_90a (wgmma from descriptors after a proxy fence)', () => {
     const { linear } = lowerKernel(kernelOf(dtypes.bfloat16).ast, {
       target,
