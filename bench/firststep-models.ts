@@ -6,6 +6,8 @@ import { Adam, dtypes, Embedding, getParameters, LayerNorm, Linear, Tensor } fro
 export interface Workload {
   step: (x: Tensor, y: Tensor) => Tensor;
   batch: (i: number) => [Tensor, Tensor];
+  /** What the steps train: bench/firststep.ts hashes it after them, so that a compiler change that means to keep results can show it did. */
+  params: readonly Tensor[];
 }
 
 /** beautiful_mnist: the CNN examples/mnist.ts trains, batch 128, Adam. */
@@ -15,6 +17,7 @@ export function mnistWorkload(): Workload {
   const net = new Net();
   const opt = new Adam(net.parameters(), { lr: 0.002 });
   return {
+    params: opt.params,
     step: (x, y) => {
       Tensor.training = true;
       opt.zeroGrad();
@@ -40,6 +43,7 @@ export function mlpWorkload(): Workload {
   const layers = Array.from({ length: 8 }, () => new Linear(WIDTH, WIDTH));
   const opt = new Adam(getParameters(layers), { lr: 0.001 });
   return {
+    params: opt.params,
     step: (x, y) => {
       opt.zeroGrad();
       let h = x;
@@ -100,6 +104,7 @@ export function transformerWorkload(): Workload {
   const opt = new Adam(getParameters([tokens, positions, ...blocks, lnF, head]), { lr: 3e-4 });
   const where = Tensor.arange(SEQ).reshape([1, SEQ]);
   return {
+    params: opt.params,
     step: (x, y) => {
       opt.zeroGrad();
       let h = tokens.forward(x).add(positions.forward(where));

@@ -2,10 +2,12 @@
 // one (each run a fresh process), beside the later steps, for the models of bench/firststep-models.ts; with
 // TINYGRAD_PATH set, tinygrad's figures from bench/firststep_peer.py in the same run. `cpu s` and `cc cpu s` are
 // the CPU seconds of the process and of the compilers it ran during the first step: on a loaded machine they
-// compare where wall times do not.
+// compare where wall times do not. `results` hashes every step's loss and the parameters after the last: a change
+// to the compiler or its flags that means to keep results keeps it.
 // Usage: npx tsx bench/firststep.ts [models...] [--later N] [--start STEPS]
 //   models: mnist, mlp, transformer (default: all, or none with --start); --start times `npm start -- --steps STEPS`.
 import { spawnSync } from 'node:child_process';
+import { createHash } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -24,6 +26,8 @@ interface Times {
   compiler: number;
   /** CPU seconds of this process (its threads included) during the first step: the figure a loaded machine keeps. */
   own: number;
+  /** A hash of the losses of all steps and of the parameters after them. */
+  results: string;
 }
 
 const args = process.argv.slice(2);
@@ -54,16 +58,20 @@ function measure(model: Model): void {
   for (const [x, y] of batches) x.realize(y);
   const c = childSeconds();
   const u = process.cpuUsage();
+  const losses: number[] = [];
   t = performance.now();
-  w.step(...batches[0]!).item();
+  losses.push(w.step(...batches[0]!).item() as number);
   const first = seconds(t);
   const compiler = childSeconds() - c;
   const { user, system } = process.cpuUsage(u);
   const own = (user + system) / 1e6;
   t = performance.now();
-  for (const b of batches.slice(1)) w.step(...b).item();
+  for (const b of batches.slice(1)) losses.push(w.step(...b).item() as number);
   const later = seconds(t) / LATER;
-  console.log(JSON.stringify({ init, first, later, compiler, own } satisfies Times));
+  const hash = createHash('sha256').update(new Float64Array(losses));
+  for (const p of w.params) hash.update(p.dataSync() as Uint8Array);
+  const results = hash.digest('hex').slice(0, 12);
+  console.log(JSON.stringify({ init, first, later, compiler, own, results } satisfies Times));
 }
 
 const self = fileURLToPath(import.meta.url);
@@ -114,7 +122,7 @@ function main(): void {
   const chosen = models.length > 0 ? models : all;
   const s = (x: number | undefined) => (x === undefined ? '-' : x.toFixed(2)).padStart(8);
   console.log(
-    `${'model'.padEnd(36)} ${'cache'.padEnd(6)} ${'init s'.padStart(8)} ${'first s'.padStart(8)} ${'cpu s'.padStart(8)} ${'cc cpu s'.padStart(8)} ${'later s'.padStart(8)} ${'tg first'.padStart(8)} ${'tg later'.padStart(8)}`,
+    `${'model'.padEnd(36)} ${'cache'.padEnd(6)} ${'init s'.padStart(8)} ${'first s'.padStart(8)} ${'cpu s'.padStart(8)} ${'cc cpu s'.padStart(8)} ${'later s'.padStart(8)} ${'tg first'.padStart(8)} ${'tg later'.padStart(8)}  results`,
   );
   for (const model of chosen) {
     const cache = mkdtempSync(join(tmpdir(), 'tsgrad-firststep-'));
@@ -123,7 +131,7 @@ function main(): void {
         const t = ours(model, cache);
         const tg = peer(model, cache);
         console.log(
-          `${TITLES[model].padEnd(36)} ${state.padEnd(6)} ${s(t.init)} ${s(t.first)} ${s(t.own)} ${s(t.compiler)} ${s(t.later)} ${s(tg?.first)} ${s(tg?.later)}`,
+          `${TITLES[model].padEnd(36)} ${state.padEnd(6)} ${s(t.init)} ${s(t.first)} ${s(t.own)} ${s(t.compiler)} ${s(t.later)} ${s(tg?.first)} ${s(tg?.later)}  ${t.results}`,
         );
       }
     } finally {

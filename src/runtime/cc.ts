@@ -36,9 +36,18 @@ export const CFLAGS: readonly string[] = [
  * over the whole function, not loop by loop: a tenth of gcc's CPU (the transformer step's 134 kernels one by
  * one: 7.52 -> 7.05 s; its first step's compilers: 3.71, 4.00 -> 3.39, 3.42 s) at the same kernel speed (DEBUG=2,
  * sum of each launch's min over 20 steps: transformer 21.4 -> 21.3 ms, MLP 11.3 -> 11.1, MNIST CNN 23.1 -> 22.8;
- * no kernel more than 11% slower). clang has none of these flags.
+ * no kernel more than 11% slower). --param=max-combine-insns=2 lets the RTL combiner try pairs of instructions,
+ * not also triples and quadruples: beautiful_mnist's first-step kernels in one unit took 2.55 -> 2.22 s of gcc
+ * CPU (its 3x3 max-pool backward kernel, 0.6 s alone, spent 44% of it combining), the MLP's and transformer's
+ * the same; losses and parameters after 4 steps of all three bit for bit the same, kernel times within noise.
+ * clang has none of these flags.
  */
-const GCC_FLAGS: readonly string[] = ['-fno-tree-loop-vectorize', '-fpeel-loops', '-fira-region=one'];
+const GCC_FLAGS: readonly string[] = [
+  '-fno-tree-loop-vectorize',
+  '-fpeel-loops',
+  '-fira-region=one',
+  '--param=max-combine-insns=2',
+];
 /**
  * float16 arithmetic computes in float and rounds to float16 after every op, as on hosts without native
  * halves (and as the JS device does), so a kernel's bits do not depend on the host. With AVX512-FP16 (Sapphire

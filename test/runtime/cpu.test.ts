@@ -5,6 +5,7 @@ import { Context } from '../../src/helpers.ts';
 import type { Program } from '../../src/runtime/backend.ts';
 import { DeviceBuffer } from '../../src/runtime/buffer.ts';
 import { Device } from '../../src/runtime/device.ts';
+import { Tensor } from '../../src/tensor/index.ts';
 
 const { float32, float64, int64, uint8 } = dtypes;
 const cpu = Device.get('CPU');
@@ -67,6 +68,37 @@ describe('CPU kernels', () => {
     );
     expect(warn).toHaveBeenCalledOnce();
     expect(warn.mock.calls[0]![0]).toMatch(/^CPU: kernel warns: \S+ warns:\n.*unused variable .unused/s);
+    warn.mockRestore();
+  });
+
+  // the C prelude declares the libm functions and constants the renderer emits instead of including math.h
+  it('computes the math functions kernels call, and infinities and NaNs, without math.h and without warnings', () => {
+    const warn = vi.spyOn(console, 'warn').mockImplementation(() => {});
+    const values = [0.5, 2, 3.75, -1.5, 0, Infinity, Number.NaN];
+    const ops = (x: Tensor) => [
+      x.sqrt(),
+      x.sin(),
+      x.log2(),
+      x.exp2(),
+      x.pow(1.7),
+      x.trunc(),
+      x.maximum(Number.NEGATIVE_INFINITY),
+      x.where(Number.NaN, 0),
+    ];
+    for (const dtype of [float32, float64]) {
+      const [onCpu, onJs] = (['CPU', 'JS'] as const).map((device) =>
+        Context.with({ CACHELEVEL: 0 }, () =>
+          ops(new Tensor(values, { dtype, device })).map((t) => [...(t.dataSync() as Float32Array)]),
+        ),
+      );
+      for (const [i, got] of onCpu!.entries())
+        for (const [j, v] of got.entries()) {
+          const want = onJs![i]![j]!;
+          if (Number.isFinite(want)) expect(v).toBeCloseTo(want, 5);
+          else expect(v).toBe(want);
+        }
+    }
+    expect(warn).not.toHaveBeenCalled();
     warn.mockRestore();
   });
 
