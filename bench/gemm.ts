@@ -30,7 +30,8 @@ const TC: Opt = { op: 'TC', axis: 2, tc: -1, opt: 0, mode: 1 };
  * A suffix `.aD` (`default.a1`, `block128w64.a2`) copies the tiles asynchronously, D iterations ahead (cp.async);
  * `.k16` drops the UNROLL of K first (16 a tile, so that deeper pipelines fit in 48 KB); `.rN` launches the blocks
  * in bands of N rows of M tiles (RASTER; `.r0` row by row, the default's bands dropped); `.swz` swizzles the
- * tiles, `.pad` pads them instead (the default's big blocks swizzle). `wgmma128x64` (Hopper) is defined below.
+ * tiles, `.pad` pads them instead (the default's big blocks swizzle). `wgmma128x64`, `wgmma256x64` (Hopper) are
+ * defined below.
  */
 const VARIANTS: Record<string, Opt[]> = {
   direct: [TC, split(1, 4, 'UPCAST'), split(0, 4, 'UPCAST'), split(2, 4, 'LOCAL')],
@@ -93,13 +94,13 @@ const n = Number(size);
 const dtype = dtypes[dtypeName as keyof typeof dtypes] as (typeof dtypes)['float16'];
 const backend = Device.get(device);
 const target = targetOf(backend);
-// Hopper's warpgroup tensor core (wgmma, where the device has it): 128 x 64 blocks of one warpgroup, two m64n64
-// tiles over K slabs of 64 staged 2 ahead in 128-byte-swizzled tiles
+// Hopper's warpgroup tensor core (wgmma, where the device has it): 128 x 64 (256 x 64) blocks of one warpgroup,
+// two (four) m64n64 tiles over K slabs of 64 staged 2 ahead in 128-byte-swizzled tiles
 const wgmma = target.tensorCores.findIndex((c) => c.sharedOperands && c.dtypeIn === dtype);
-if (wgmma >= 0)
-  VARIANTS.wgmma128x64 = [
+for (const tiles of wgmma >= 0 ? [2, 4] : [])
+  VARIANTS[`wgmma${64 * tiles}x64`] = [
     { ...TC, tc: wgmma },
-    split(0, 2, 'UPCAST'),
+    split(0, tiles, 'UPCAST'),
     split(3, 4, 'UNROLL'),
     { op: 'STAGE', axis: 3, depth: 2, swizzle: true },
   ];

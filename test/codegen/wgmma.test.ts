@@ -18,7 +18,9 @@ import { hasNvcc, nvccCompile } from '../renderer/nvcc.ts';
 
 const simt = Device.get('SIMT');
 const target = targetOf(simt);
-const [M, K, N] = [128, 128, 128];
+// SIMT's 48 KB hold no two buffers of four m64 tiles' operands; the emulator itself sets no limit
+const roomy = { ...target, grid: { ...target.grid!, localBytes: 227 * 1024 } };
+const [M, K, N] = [256, 128, 128];
 
 const kernelOf = (d: DType) =>
   scheduleOf([
@@ -26,8 +28,9 @@ const kernelOf = (d: DType) =>
       Tensor.empty([K, N], { device: 'SIMT', dtype: d }),
     ),
   ]).kernels.at(-1)!;
-// after TC the axes are M tiles, N tiles, K tiles, the warpgroup; UPCAST of M puts an axis before K
-const opts = (d: DType, upcast: boolean): Opt[] => [
+// after TC the axes are M tiles, N tiles, K tiles, the warpgroup; UPCAST of M (m64 tiles a warpgroup) puts an
+// axis before K
+const opts = (d: DType, tiles: number): Opt[] => [
   {
     op: 'TC',
     axis: 2,
@@ -35,23 +38,23 @@ const opts = (d: DType, upcast: boolean): Opt[] => [
     opt: 0,
     mode: 1,
   },
-  ...(upcast ? [{ op: 'SPLIT', axis: 0, factor: 2, target: AxisType.UPCAST } as Opt] : []),
-  { op: 'SPLIT', axis: upcast ? 3 : 2, factor: 4, target: AxisType.UNROLL },
-  { op: 'STAGE', axis: upcast ? 3 : 2, swizzle: true },
+  ...(tiles > 1 ? [{ op: 'SPLIT', axis: 0, factor: tiles, target: AxisType.UPCAST } as Opt] : []),
+  { op: 'SPLIT', axis: tiles > 1 ? 3 : 2, factor: 4, target: AxisType.UNROLL },
+  { op: 'STAGE', axis: tiles > 1 ? 3 : 2, swizzle: true },
 ];
 
 describe('warpgroup tensor cores (wgmma)', () => {
   for (const d of [dtypes.float16, dtypes.bfloat16])
-    for (const upcast of [false, true])
-      it(`compute the ${d.name} matmul in SIMT from swizzled tiles (${upcast ? 'two' : 'one'} m64 tile a warpgroup)`, () => {
+    for (const tiles of [1, 2, 4])
+      it(`compute the ${d.name} matmul in SIMT from swizzled tiles (${tiles} m64 tiles a warpgroup)`, () => {
         const k = kernelOf(d);
-        const { name, linear } = lowerKernel(k.ast, { target, opts: opts(d, upcast) });
-        const tiles = linear.src.filter((u) => u.op === Ops.LOAD && u.argOf(Ops.LOAD)?.tile !== undefined);
-        expect(tiles.map((u) => u.argOf(Ops.LOAD)!.tile!.operand).sort()).toEqual(
-          upcast
-            ? ['a', 'a', 'a', 'a', 'a', 'a', 'a', 'a', 'b', 'b', 'b', 'b']
-            : ['a', 'a', 'a', 'a', 'b', 'b', 'b', 'b'],
-        );
+        const { name, linear } = lowerKernel(k.ast, { target: roomy, opts: opts(d, tiles) });
+        const loads = linear.src.filter((u) => u.op === Ops.LOAD && u.argOf(Ops.LOAD)?.tile !== undefined);
+        // an A tile per m64 tile and K step of 16, a B tile per K step
+        expect(loads.map((u) => u.argOf(Ops.LOAD)!.tile!.operand).sort()).toEqual([
+          ...Array<string>(4 * tiles).fill('a'),
+          ...Array<string>(4).fill('b'),
+        ]);
         let seed = 7;
         const random = () => {
           seed = (seed * 1103515245 + 12345) % 2 ** 31;
@@ -80,7 +83,7 @@ describe('warpgroup tensor cores (wgmma)', () => {
 
   it('refuse operands that are not swizzled tiles of rows of 64, naming what they need', () => {
     const k = kernelOf(dtypes.float16);
-    const unstaged = opts(dtypes.float16, false).slice(0, -1);
+    const unstaged = opts(dtypes.float16, 1).slice(0, -1);
     expect(() => lowerKernel(k.ast, { target, opts: unstaged })).toThrow(
       /WGMMA_64_64_16_float16.*128-byte swizzle/,
     );
@@ -89,13 +92,19 @@ describe('warpgroup tensor cores (wgmma)', () => {
   it("are the heuristics' choice for big plain matmuls on an H100, and the warps' cores where the tiles cannot feed them", () => {
     // an H100's limits (SIMT's 48 KB hold no two-ahead pipeline of these tiles)
     const h100 = { ...target, grid: { ...target.grid!, localBytes: 232448, maxThreads: 1024 } };
+    const optsOf = (a: Tensor, b: Tensor) =>
+      lowerKernel(scheduleOf([a.matmul(b)]).kernels.at(-1)!.ast, { target: h100 }).opts;
     const chosen = (a: Tensor, b: Tensor) => {
-      const { opts } = lowerKernel(scheduleOf([a.matmul(b)]).kernels.at(-1)!.ast, { target: h100 });
-      const tc = opts.find((o) => o.op === 'TC');
+      const tc = optsOf(a, b).find((o) => o.op === 'TC');
       return tc?.op === 'TC' ? h100.tensorCores[tc.tc]!.name : undefined;
     };
     const e = (...shape: number[]) => Tensor.empty(shape, { device: 'SIMT', dtype: dtypes.float16 });
     expect(chosen(e(4096, 4096), e(4096, 4096))).toBe('WGMMA_64_64_16_float16_float32');
+    // m64 tiles along M a warpgroup: 4 (256 x 64 blocks) where the grid keeps 4096 of them, else 2
+    const mTiles = (n: number) =>
+      optsOf(e(n, n), e(n, n)).find((o) => o.op === 'SPLIT' && o.target === 'UPCAST');
+    expect(mTiles(8192)).toEqual({ op: 'SPLIT', axis: 0, factor: 4, target: AxisType.UPCAST });
+    expect(mTiles(4096)).toEqual({ op: 'SPLIT', axis: 0, factor: 2, target: AxisType.UPCAST });
     // A read transposed: its tile is not the core's layout (sharedOperands refuses it); mma.sync instead
     expect(chosen(e(4096, 4096).T, e(4096, 4096))).toMatch(/^WMMA_16_8_16_float16/);
     // too few blocks for the machine
@@ -105,7 +114,7 @@ describe('warpgroup tensor cores (wgmma)', () => {
   it.skipIf(!hasNvcc)('compile with nvcc for sm_90a (wgmma from descriptors after a proxy fence)', () => {
     const { linear } = lowerKernel(kernelOf(dtypes.bfloat16).ast, {
       target,
-      opts: opts(dtypes.bfloat16, true),
+      opts: opts(dtypes.bfloat16, 2),
     });
     const source = renderCUDA('wgmma', linear);
     expect(source).toMatch(/wgmma\.mma_async\.sync\.aligned\.m64n64k16\.f32\.bf16\.bf16/);

@@ -428,11 +428,23 @@ function bigBlocks(ast: UOp, tc: Opt, work: number, target: Target): Opt[] {
 }
 
 /**
+ * Warpgroup blocks, the tallest first: m64n64 tiles along M a warpgroup computes, and the workgroups the grid must
+ * keep. 256 x 64 (four tiles; 5 buffers of 40 KB: one block a multiprocessor) where the grid keeps 4096 of them
+ * (8192^2 outputs); else 128 x 64 (two tiles; 96 KB: two a multiprocessor). H100 (bench/gemm.ts, events):
+ * 8192^3 fp16 459 TFLOP/s against 397 (one run), bf16 470 against 387-391 (other runs); 4096^3 fp16 424
+ * against 446 (1024 blocks).
+ */
+const WARPGROUP_BLOCKS: readonly { tiles: number; groups: number }[] = [
+  { tiles: 4, groups: 4096 },
+  { tiles: 2, groups: BIG_GROUPS },
+];
+
+/**
  * Big float16/bfloat16 matmuls where the GPU has warpgroup tensor cores (Hopper's wgmma, TensorCore.sharedOperands):
- * 128 x 64 blocks of one warpgroup (two m64n64 tiles along M), K slabs of 64 staged STAGE_DEPTH ahead in
- * 128-byte-swizzled tiles the cores read themselves, where the grid keeps BIG_GROUPS workgroups. H100 (bench/gemm.ts,
- * events, one run): fp16 / bf16 4096^3 438 / 413 TFLOP/s against 372 / 367 for bigBlocks' mma.sync blocks, 8192^3
- * 380 / 391 against 393 / 390. lowerKernel falls back to the warps' cores where the staged tiles cannot feed these.
+ * blocks of one warpgroup (WARPGROUP_BLOCKS' m64n64 tiles along M), K slabs of 64 staged STAGE_DEPTH ahead in
+ * 128-byte-swizzled tiles the cores read themselves. H100 (bench/gemm.ts, events, one run) for 128 x 64: fp16 /
+ * bf16 4096^3 438 / 413 TFLOP/s against 372 / 367 for bigBlocks' mma.sync blocks, 8192^3 380 / 391 against
+ * 393 / 390. lowerKernel falls back to the warps' cores where the staged tiles cannot feed these.
  */
 function warpgroupBlocks(ast: UOp, work: number, target: Target): Opt[] {
   if (!TC.value || work < STAGE_FROM || !target.grid?.asyncCopies) return [];
@@ -442,20 +454,22 @@ function warpgroupBlocks(ast: UOp, work: number, target: Target): Opt[] {
   const axis = ranges.indexOf(reduces[0]!);
   for (const [tc, core] of target.tensorCores.entries()) {
     if (!core.sharedOperands) continue;
-    const opts: Opt[] = [
-      { op: 'TC', axis, tc, opt: TC_OPT.value, mode: 1 },
-      { op: 'SPLIT', axis: 0, factor: 2, target: AxisType.UPCAST },
-      { op: 'SPLIT', axis: 3, factor: 4, target: AxisType.UNROLL },
-      { op: 'STAGE', axis: 3, depth: STAGE_DEPTH, swizzle: true },
-    ];
-    try {
-      const global = kernelRanges(applyOpts(ast, opts, target)).filter(
-        (r) => rangeArg(r).type === AxisType.GLOBAL,
-      );
-      if (global.length === 2 && global.every((r) => (constSize(r) ?? 0) >= 2))
-        if (global.reduce((n, r) => n * constSize(r)!, 1) >= BIG_GROUPS) return opts;
-    } catch {
-      // not this core's dtypes, a factor that does not divide its axis, or tiles too big for local memory
+    for (const { tiles, groups } of WARPGROUP_BLOCKS) {
+      const opts: Opt[] = [
+        { op: 'TC', axis, tc, opt: TC_OPT.value, mode: 1 },
+        { op: 'SPLIT', axis: 0, factor: tiles, target: AxisType.UPCAST },
+        { op: 'SPLIT', axis: 3, factor: 4, target: AxisType.UNROLL },
+        { op: 'STAGE', axis: 3, depth: STAGE_DEPTH, swizzle: true },
+      ];
+      try {
+        const global = kernelRanges(applyOpts(ast, opts, target)).filter(
+          (r) => rangeArg(r).type === AxisType.GLOBAL,
+        );
+        if (global.length === 2 && global.every((r) => (constSize(r) ?? 0) >= 2))
+          if (global.reduce((n, r) => n * constSize(r)!, 1) >= groups) return opts;
+      } catch {
+        // not this core's dtypes, a factor that does not divide its axis, or tiles too big for local memory
+      }
     }
   }
   return [];
