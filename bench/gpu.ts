@@ -99,6 +99,7 @@ for (const [n, dtype] of [
   [4096, dtypes.float16],
   [4096, dtypes.bfloat16],
   [8192, dtypes.float16],
+  [8192, dtypes.bfloat16],
 ] as const) {
   const a = rand([n, n], dtype);
   const b = rand([n, n], dtype);

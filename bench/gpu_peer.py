@@ -25,7 +25,7 @@ gpu = torch.empty(1 << 28, dtype=torch.uint8, device=dev)
 out['copy host->GPU 256 MiB'] = (1 << 28) / time_it(lambda: gpu.copy_(host), 5) / 1e9
 out['copy GPU->host 256 MiB'] = (1 << 28) / time_it(lambda: host.copy_(gpu), 5) / 1e9
 del host, gpu
-for n, dt, name in [(4096, torch.float32, 'float32'), (4096, torch.float16, 'float16'), (4096, torch.bfloat16, 'bfloat16'), (8192, torch.float16, 'float16')]:
+for n, dt, name in [(4096, torch.float32, 'float32'), (4096, torch.float16, 'float16'), (4096, torch.bfloat16, 'bfloat16'), (8192, torch.float16, 'float16'), (8192, torch.bfloat16, 'bfloat16')]:
     a = torch.rand(n, n, device=dev, dtype=dt); b = torch.rand(n, n, device=dev, dtype=dt)
     out[f'matmul {n}^3 {name}'] = 2 * n**3 / time_it(lambda: a @ b, 3 if n >= 8192 else 5) / 1e12
 x = torch.rand(1024, device=dev)

@@ -24,7 +24,7 @@ out['copy 2^28 f32 (neg)'] = 8 * N / time_it(lambda: -x) / 1e9
 out['x*y+1 2^28 f32'] = 12 * N / time_it(lambda: x * y + 1) / 1e9
 out['sum 2^28 f32'] = 4 * N / time_it(lambda: x.sum()) / 1e9
 del x, y
-for n, dt, name in [(4096, dtypes.float32, 'float32'), (4096, dtypes.float16, 'float16'), (4096, dtypes.bfloat16, 'bfloat16'), (8192, dtypes.float16, 'float16')]:
+for n, dt, name in [(4096, dtypes.float32, 'float32'), (4096, dtypes.float16, 'float16'), (4096, dtypes.bfloat16, 'bfloat16'), (8192, dtypes.float16, 'float16'), (8192, dtypes.bfloat16, 'bfloat16')]:
     a = Tensor.rand(n, n).cast(dt).realize(); b = Tensor.rand(n, n).cast(dt).realize()
     out[f'matmul {n}^3 {name}'] = 2 * n**3 / time_it(lambda: a @ b, 3 if n >= 8192 else 5) / 1e12
 x = Tensor.rand(1024).realize()
