@@ -479,7 +479,8 @@ function warpgroupBlocks(ast: UOp, work: number, target: Target): Opt[] {
  * The GPU's opts: tensor cores, else vector lanes (float4), else threads sharing a reduce that reads along it;
  * then tiles for a computed factor, workgroups, register tiles (not under tensor cores, which tile their own,
  * nor after tiles for a computed factor), unrolls, and STAGE for big tensor-core matmuls; big blocks instead
- * where the GPU copies asynchronously (bigBlocks); register blocks for big float32 ones (registerBlocks).
+ * where the GPU copies asynchronously (bigBlocks), of warpgroups where it has wgmma (warpgroupBlocks); register
+ * blocks for big float32 ones (registerBlocks).
  */
 export function gpuOpts(ast: UOp, target: Target): Opt[] {
   const tc = tensorCores(ast, target);
