@@ -3,7 +3,8 @@
 // sums on the host.
 // Usage: npx tsx bench/gemm.ts [DEV] [N] [dtype] [default | VARIANT | '[opts JSON]' ...]
 // (DEV CUDA, N 4096, dtype float16; SHOW=1 prints each kernel's source; DEV=SIMT checks small ones here)
-import { lowerKernel } from '../src/codegen/index.ts';
+import { lowerKernel, optimizable } from '../src/codegen/index.ts';
+import { type WarpgroupBlock, warpgroupBlockOpts } from '../src/codegen/opt/heuristic-gpu.ts';
 import { type Opt, printOpts } from '../src/codegen/opt/opts.ts';
 import { allocStorage, dtypes, readElement, writeElement } from '../src/dtype.ts';
 import { targetOf } from '../src/engine/compile.ts';
@@ -30,8 +31,8 @@ const TC: Opt = { op: 'TC', axis: 2, tc: -1, opt: 0, mode: 1 };
  * A suffix `.aD` (`default.a1`, `block128w64.a2`) copies the tiles asynchronously, D iterations ahead (cp.async);
  * `.k16` drops the UNROLL of K first (16 a tile, so that deeper pipelines fit in 48 KB); `.rN` launches the blocks
  * in bands of N rows of M tiles (RASTER; `.r0` row by row, the default's bands dropped); `.swz` swizzles the
- * tiles, `.pad` pads them instead (the default's big blocks swizzle). `wgmma128x64`, `wgmma256x64` (Hopper) are
- * defined below.
+ * tiles, `.pad` pads them instead (the default's big blocks swizzle). `wgmma128x64`, `wgmma128x256w2`, ..
+ * (Hopper) are defined below.
  */
 const VARIANTS: Record<string, Opt[]> = {
   direct: [TC, split(1, 4, 'UPCAST'), split(0, 4, 'UPCAST'), split(2, 4, 'LOCAL')],
@@ -94,20 +95,33 @@ const n = Number(size);
 const dtype = dtypes[dtypeName as keyof typeof dtypes] as (typeof dtypes)['float16'];
 const backend = Device.get(device);
 const target = targetOf(backend);
-// Hopper's warpgroup tensor core (wgmma, where the device has it): 128 x 64 (256 x 64) blocks of one warpgroup,
-// two (four) m64n64 tiles over K slabs of 64 staged 2 ahead in 128-byte-swizzled tiles
-const wgmma = target.tensorCores.findIndex((c) => c.sharedOperands && c.dtypeIn === dtype);
-for (const tiles of wgmma >= 0 ? [2, 4] : [])
-  VARIANTS[`wgmma${64 * tiles}x64`] = [
-    { ...TC, tc: wgmma },
-    split(0, tiles, 'UPCAST'),
-    split(3, 4, 'UNROLL'),
-    { op: 'STAGE', axis: 3, depth: 2, swizzle: true },
-  ];
-
 const k = scheduleOf([
   Tensor.empty([n, n], { device, dtype }).matmul(Tensor.empty([n, n], { device, dtype })),
 ]).kernels.at(-1)!;
+// Hopper's warpgroup tensor cores (wgmma, where the device has them): `wgmmaBMxBN[wW]` blocks of W warpgroups
+// along M (one where no W), each BM / 64 / W m64nBNk16 tiles along M, over K slabs of 64 staged 2 ahead in
+// 128-byte-swizzled tiles (src/codegen/opt/heuristic-gpu.ts, warpgroupBlockOpts)
+const WARPGROUP_VARIANTS: readonly WarpgroupBlock[] = [
+  { width: 64, warpgroups: 1, tiles: 2 },
+  { width: 64, warpgroups: 1, tiles: 4 },
+  { width: 128, warpgroups: 1, tiles: 2 },
+  { width: 128, warpgroups: 2, tiles: 1 },
+  { width: 128, warpgroups: 2, tiles: 2 },
+  { width: 256, warpgroups: 2, tiles: 1 },
+];
+const ast = optimizable(k.ast, { target });
+/** Why a variant does not apply to this matmul, by name. */
+const unavailable = new Map<string, string>();
+for (const block of WARPGROUP_VARIANTS) {
+  const { width, warpgroups, tiles } = block;
+  const tc = target.tensorCores.findIndex((c) => c.sharedOperands && c.dtypeIn === dtype && c.n === width);
+  const name = `wgmma${64 * warpgroups * tiles}x${width}${warpgroups > 1 ? `w${warpgroups}` : ''}`;
+  try {
+    if (tc >= 0) VARIANTS[name] = warpgroupBlockOpts(ast, tc, block, target);
+  } catch (e) {
+    unavailable.set(name, (e as Error).message);
+  }
+}
 const inputs = [1, 2].map((slot) => {
   const s = allocStorage(dtype, n * n);
   for (let i = 0; i < n * n; i++) writeElement(dtype, s, i, Math.sin(i * 1.37 + slot) / 2);
@@ -125,6 +139,8 @@ const bufs = [0, 1, 2].map((i) => {
  */
 function variant(list: string): readonly Opt[] {
   const [name, ...suffixes] = list.split('.');
+  if (name !== 'default' && VARIANTS[name!] === undefined)
+    throw new Error(`${name}: ${unavailable.get(name!) ?? 'no such variant'}`);
   let opts = name === 'default' ? lowerKernel(k.ast, { target }).opts : VARIANTS[name!]!;
   for (const s of suffixes) {
     const stage = opts.at(-1)!;
@@ -145,10 +161,10 @@ function variant(list: string): readonly Opt[] {
 }
 
 for (const list of optLists.length ? optLists : ['default']) {
-  const opts =
-    list === 'default' ? undefined : list.startsWith('[') ? (JSON.parse(list) as Opt[]) : variant(list);
   let line: string;
   try {
+    const opts =
+      list === 'default' ? undefined : list.startsWith('[') ? (JSON.parse(list) as Opt[]) : variant(list);
     const lowered = lowerKernel(k.ast, { target, opts });
     const source = (device === 'SIMT' ? renderSIMT : renderCUDA)(lowered.name, lowered.linear);
     if (process.env.SHOW) console.log(source);

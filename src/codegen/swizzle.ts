@@ -1,7 +1,8 @@
 // STAGE's swizzled tiles: every address into a LOCAL buffer with a swizzle (ParamArg.swizzle) moves to where its
 // layout keeps the element. The pass runs after matrix loads are found (src/codegen/ldmatrix.ts reads the tile's
 // plain row-major addresses); the swizzle maps 16-byte chunks to 16-byte chunks, so that a vector inside one
-// chunk, and a matrix load's row, stay whole.
+// chunk, and a matrix load's row, stay whole. A warpgroup tensor core's tile load (LoadArg.tile) stays at its tile's
+// start, from which the hardware swizzles (on a multiple of 8 rows, where the XOR moves nothing).
 import { AddrSpace } from '../dtype.ts';
 import { Ops, opName, type Swizzle } from '../uop/ops.ts';
 import { graphRewrite, PatternMatcher, UPat } from '../uop/pattern.ts';
@@ -52,17 +53,21 @@ function swizzled(index: UOp, s: Swizzle): UOp {
   return index.withSrc([buf, UOp.make(Ops.ADD, [place(first, s), lanes!]), ...rest]);
 }
 
-/** Each swizzled INDEX the pass made, that it does not move again. */
-type Placed = Set<UOp>;
+interface Placed {
+  /** Each swizzled INDEX the pass made, that it does not move again. */
+  done: Set<UOp>;
+  /** The addresses of tile loads, which stay. */
+  tileStarts: ReadonlySet<UOp>;
+}
 
 const rules = new PatternMatcher<Placed>([
   [
     new UPat({ op: Ops.INDEX, name: 'x' }),
     ({ x }, placed) => {
-      const s = placed.has(x!) ? undefined : swizzleOf(x!.src[0]!);
+      const s = placed.done.has(x!) || placed.tileStarts.has(x!.src[1]!) ? undefined : swizzleOf(x!.src[0]!);
       if (s === undefined) return undefined;
       const out = swizzled(x!, s);
-      placed.add(out);
+      placed.done.add(out);
       return out;
     },
   ],
@@ -70,5 +75,11 @@ const rules = new PatternMatcher<Placed>([
 
 /** The kernel with its swizzled LOCAL buffers' addresses placed by their layout. */
 export function swizzleLocals(k: UOp): UOp {
-  return graphRewrite(k, rules, { name: 'swizzled tiles', ctx: new Set() });
+  const tileStarts = new Set(
+    k
+      .toposort()
+      .filter((u) => u.op === Ops.LOAD && u.argOf(Ops.LOAD)?.tile !== undefined)
+      .map((u) => u.src[0]!.src[1]!),
+  );
+  return graphRewrite(k, rules, { name: 'swizzled tiles', ctx: { done: new Set<UOp>(), tileStarts } });
 }

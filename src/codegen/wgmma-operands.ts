@@ -4,7 +4,9 @@
 // STAGE swizzled so (rows of 64, chunks of 8: the same XOR where the tile starts on 1024 bytes), whose addresses,
 // evaluated for the 128 threads, are the core's layout laid out from one start (element (r, c) at start + 64 r +
 // c), becomes one tile LOAD (LoadArg.tile) of that start. The hardware swizzles from the start's 8-row group, so
-// every part of it but the column must be a multiple of 8 rows.
+// every part of it but the column must be a multiple of 8 rows. An operand wider than a row (B of m64n128,
+// m64n256) continues in further blocks of 64 columns, each the same distance after the previous one (STAGE keeps
+// such tiles so): that distance is the descriptor's leading byte offset (LoadArg.tile.leading).
 import { AddrSpace, dtypes } from '../dtype.ts';
 import { positionOf, type TensorCore, tensorCoreNamed } from '../runtime/tensor-cores.ts';
 import { AxisType, Ops } from '../uop/ops.ts';
@@ -43,13 +45,22 @@ function tileLoad(stack: UOp, tc: TensorCore, operand: 'a' | 'b'): UOp | undefin
   if (found === undefined) return undefined;
   const start = found.at[0]![0]!;
   const layout = tc[operand];
+  // the blocks' distance, from the first element past the first block
+  let leading: number | undefined;
+  for (let i = 0; i < loads.length && leading === undefined; i++) {
+    const [r, c] = positionOf(layout, 0, i);
+    if (c >= ROW) leading = (found.at[i]![0]! - start - r * ROW - (c % ROW)) / Math.floor(c / ROW);
+  }
   for (let i = 0; i < loads.length; i++)
     for (let T = 0; T < tc.threads; T++) {
       const [r, c] = positionOf(layout, T, i);
-      if (found.at[i]![T] !== start + r * ROW + c) return undefined;
+      const block = Math.floor(c / ROW);
+      if (found.at[i]![T] !== start + block * (leading ?? 0) + r * ROW + (c % ROW)) return undefined;
     }
   if ([...found.rest.values()].some((c) => c % SWIZZLE_ROWS !== 0) || start % SWIZZLE_ROWS >= ROW)
     return undefined;
+  // blocks on 8-row groups, after the first (a descriptor's leading byte offset is positive)
+  if (leading !== undefined && (leading <= 0 || leading % SWIZZLE_ROWS !== 0)) return undefined;
   let at = UOp.index(start);
   for (const [t, c] of found.rest) at = at.add(t.mul(c));
   const offsets = UOp.make(Ops.VCONST, [], {
@@ -57,7 +68,7 @@ function tileLoad(stack: UOp, tc: TensorCore, operand: 'a' | 'b'): UOp | undefin
     dtype: dtypes.index,
   });
   return UOp.make(Ops.LOAD, [UOp.make(Ops.INDEX, [buf, UOp.make(Ops.ADD, [at, offsets])])], {
-    tile: { operand, tensorCore: tc.name },
+    tile: { operand, tensorCore: tc.name, ...(leading === undefined ? {} : { leading }) },
   });
 }
 
@@ -70,7 +81,7 @@ const rules = new PatternMatcher([
       const [a, b] = [tileLoad(w!.src[0]!, tc, 'a'), tileLoad(w!.src[1]!, tc, 'b')];
       if (a === undefined || b === undefined)
         throw new Error(
-          `${tc.name}: its A and B must be read from LOCAL tiles of rows of 64 elements in the 128-byte swizzle, starting on a multiple of 8 rows (STAGE with swizzle, K slabs of 64)`,
+          `${tc.name}: its A and B must be read from LOCAL tiles of rows of 64 elements in the 128-byte swizzle, starting on a multiple of 8 rows, wider operands in blocks of 64 columns (STAGE with swizzle, K slabs of 64)`,
         );
       return w!.withSrc([a, b, w!.src[2]!]);
     },

@@ -204,14 +204,22 @@ function cLanguage(indexType: string, dialect: Dialect = C_DIALECT): Language {
   const wmma = (u: UOp, a: readonly string[]): string => {
     const { name } = u.argOf(Ops.WMMA);
     const fn = `tg_${name}`;
+    const shared = tensorCoreNamed(name)?.sharedOperands;
     if (!helpers.has(fn)) {
       const [ta, tb, tc] = u.src.map((s) => vectorType(s.dtype, s.lanes)) as [string, string, string];
-      if (tensorCoreNamed(name)?.sharedOperands) {
+      if (shared) {
         helpers.set('tg_wgmma_descriptor', WGMMA_DESCRIPTOR);
         helpers.set(fn, wgmmaFunction(fn, u, tc));
       } else helpers.set(fn, wmmaFunction(fn, u, ta, tb, tc));
     }
-    return `${fn}(${a.join(', ')})`;
+    if (!shared) return `${fn}(${a.join(', ')})`;
+    // A and B's tiles as matrix descriptors, with the distance of their blocks of 64 columns in bytes (16 where
+    // the operand has one block: the field is then unused)
+    const descriptors = u.src.slice(0, 2).map((s, i) => {
+      const leading = s.argOf(Ops.LOAD)?.tile?.leading;
+      return `tg_wgmma_descriptor(${a[i]}, ${leading === undefined ? 16 : leading * s.dtype.itemsize})`;
+    });
+    return `${fn}(${[...descriptors, a[2]].join(', ')})`;
   };
   /** The name of a vector function computing u, defined on first use; undefined: u is computed per lane. */
   const vectorHelper = (u: UOp): string | undefined => {
@@ -532,16 +540,20 @@ ${tf32}  asm volatile("mma.sync.aligned.m${m}n${n}k${k}.row.col.f32.${ptx.type}.
 /** Waits for the warpgroup's wgmmas: before each barrier (the next copies overwrite tiles) and after each loop. */
 const WGMMA_WAIT = 'asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");';
 
-/** A matrix descriptor of shared memory in the 128-byte swizzle whose 8-row groups are 1024 bytes apart. */
-const WGMMA_DESCRIPTOR = `static __device__ inline unsigned long long tg_wgmma_descriptor(const void* p) {
+/**
+ * A matrix descriptor of shared memory in the 128-byte swizzle whose 8-row groups are 1024 bytes apart (the stride
+ * byte offset) and whose blocks of 64 columns are `leading` bytes apart (the leading byte offset); both fields
+ * count 16 bytes.
+ */
+const WGMMA_DESCRIPTOR = `static __device__ inline unsigned long long tg_wgmma_descriptor(const void* p, unsigned leading) {
   const unsigned long long at = (unsigned)__cvta_generic_to_shared(p);
-  return (at & 0x3FFFF) >> 4 | 1ull << 16 | (1024ull >> 4) << 32 | 1ull << 62;
+  return (at & 0x3FFFF) >> 4 | (unsigned long long)(leading >> 4) << 16 | (1024ull >> 4) << 32 | 1ull << 62;
 }`;
 
 /**
  * A device function starting one warpgroup tensor core instruction (wgmma, sm_90a; WGMMA_WAIT waits for it): A
- * and B read from shared memory through descriptors (src/codegen/wgmma-operands.ts), B MN-major (trans-b); C and D
- * float32 registers.
+ * and B read from shared memory through descriptors (WGMMA_DESCRIPTOR, src/codegen/wgmma-operands.ts), B MN-major
+ * (trans-b); C and D float32 registers.
  */
 function wgmmaFunction(fn: string, u: UOp, tc: string): string {
   const { dims, dtypeIn } = u.argOf(Ops.WMMA);
@@ -552,12 +564,12 @@ function wgmmaFunction(fn: string, u: UOp, tc: string): string {
   const d = u.lanes;
   const registers = Array.from({ length: d }, (_, i) => `%${i}`).join(', ');
   const outputs = Array.from({ length: d }, (_, i) => `"+f"(c[${i}])`).join(', ');
-  return `static __device__ inline ${tc} ${fn}(const void* a, const void* b, ${tc} c) {
+  return `static __device__ inline ${tc} ${fn}(unsigned long long a, unsigned long long b, ${tc} c) {
   asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
   asm volatile("{\\n.reg .pred p;\\nsetp.ne.b32 p, 1, 0;\\n"
     "wgmma.mma_async.sync.aligned.m${m}n${n}k${k}.f32.${ptx.type}.${ptx.type} {${registers}}, %${d}, %${d + 1}, p, 1, 1, 0, 1;\\n}"
     : ${outputs}
-    : "l"(tg_wgmma_descriptor(a)), "l"(tg_wgmma_descriptor(b)));
+    : "l"(a), "l"(b));
   asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
   return c;
 }`;

@@ -134,9 +134,12 @@ export function render(lang: Language, name: string, linear: UOp): string {
       ? []
       : linear.src.filter((u) => u.op === Ops.STORE && u.argOf(Ops.STORE)?.async).map((u) => u.src[1]!),
   );
-  const pointer = (p: Place, what: string) => {
-    if (p.kind !== 'global' || (p.lanes !== undefined && (!consecutive(p.lanes) || !p.aligned)))
-      throw new Error(`render ${lang.name}: a ${what} is not one aligned vector in memory`);
+  /** The address of a place's first element; its lanes, if any, consecutive and (where `aligned`) a vector's. */
+  const pointer = (p: Place, what: string, aligned = true) => {
+    if (p.kind !== 'global' || (p.lanes !== undefined && (!consecutive(p.lanes) || (aligned && !p.aligned))))
+      throw new Error(
+        `render ${lang.name}: a ${what} is not one ${aligned ? 'aligned ' : ''}vector in memory`,
+      );
     return `(${p.buf}+${p.index})`;
   };
   const vec = () => {
@@ -228,8 +231,9 @@ export function render(lang: Language, name: string, linear: UOp): string {
           continue;
         }
         if (u.argOf(Ops.LOAD)?.tile !== undefined) {
-          // the tensor core reads the tile itself: its operand is the tile's address
-          names.set(u, `(${pointer(p, 'warpgroup tile')})`);
+          // the tensor core reads the tile itself: its operand is the tile's address (its alignment the tile's:
+          // wider than any vector)
+          names.set(u, `(${pointer(p, 'warpgroup tile', false)})`);
           continue;
         }
         const matrix = u.argOf(Ops.LOAD)?.matrix;

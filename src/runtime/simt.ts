@@ -49,7 +49,7 @@ export type SimtArg =
   /** A warp's matrix load (LoadArg.matrix): each lane's address starts a row of the 8 x 8 matrices. */
   | { lanes: number; transposed: boolean }
   /** A warpgroup tensor core's operand read from a LOCAL tile (LoadArg.tile) through its buffer's swizzle. */
-  | { lanes: number; tile: { operand: 'a' | 'b'; tensorCore: string }; swizzle: Swizzle };
+  | { lanes: number; tile: { operand: 'a' | 'b'; tensorCore: string; leading?: number }; swizzle: Swizzle };
 
 export interface SimtProgram {
   name: string;
@@ -182,8 +182,8 @@ interface Step {
   tensorCore?: TensorCore;
   /** A matrix load's layout: whether each lane gets a column pair rather than a row pair. */
   transposed?: boolean;
-  /** A tile load's operand layout and its buffer's swizzle. */
-  tile?: { layout: OperandLayout; threads: number; swizzle: Swizzle };
+  /** A tile load's operand layout, its buffer's swizzle and the distance of its blocks of 64 columns. */
+  tile?: { layout: OperandLayout; threads: number; swizzle: Swizzle; leading: number | undefined };
 }
 
 // Fast forms of the commonest ops, computing exactly what execAlu does (src/uop/alu.ts) without its generality:
@@ -289,7 +289,12 @@ function decode(name: string, [op, dtype, src, arg]: SimtInstruction, steps: rea
   if (arg !== undefined && 'tensorCore' in arg) step.tensorCore = core(arg.tensorCore);
   if (arg !== undefined && 'tile' in arg) {
     const tc = core(arg.tile.tensorCore);
-    step.tile = { layout: tc[arg.tile.operand], threads: tc.threads, swizzle: arg.swizzle };
+    step.tile = {
+      layout: tc[arg.tile.operand],
+      threads: tc.threads,
+      swizzle: arg.swizzle,
+      leading: arg.tile.leading,
+    };
   }
   if (code === Ops.INDEX && first !== undefined && !isBuffer(first, steps))
     step.lane = Number(steps[src[1]!]!.value);
@@ -670,9 +675,10 @@ class SIMTProgram implements Program {
 
   /**
    * A warpgroup tensor core's operand for every warpgroup: thread T of it gets its elements of the core's layout,
-   * element (r, c) read at x = start + 64 r + c through the swizzle (x ^ ((x / row) % 8) * chunk), as the
-   * hardware reads a descriptor's tile; the start, the first address of the warpgroup's first thread, must be
-   * every thread's and lie on a multiple of 8 rows of the swizzle.
+   * element (r, c) read at x = start + (c / 64) leading + 64 r + c % 64 through the swizzle (x ^ ((x / row) % 8) *
+   * chunk), as the hardware reads a descriptor's tile (`leading`: its leading byte offset, over the element size);
+   * the start, the first address of the warpgroup's first thread, must be every thread's and lie on a multiple of
+   * 8 rows of the swizzle.
    */
   private tileLoad(
     pc: number,
@@ -683,7 +689,7 @@ class SIMTProgram implements Program {
     idx: Lanes,
     read: (at: number, t: number) => V,
   ): Lanes {
-    const { layout, threads, swizzle } = tile;
+    const { layout, threads, swizzle, leading } = tile;
     if (count % threads !== 0 || mask.includes(false))
       this.fail(
         pc,
@@ -705,7 +711,12 @@ class SIMTProgram implements Program {
           );
         out[g + T] = Array.from({ length: lanes }, (_, i) => {
           const [r, c] = positionOf(layout, T, i);
-          const x = start + r * 64 + c;
+          if (c >= 64 && leading === undefined)
+            this.fail(
+              pc,
+              `a warpgroup operand's column ${c} lies past its first 64, and it has no leading byte offset`,
+            );
+          const x = start + Math.floor(c / 64) * (leading ?? 0) + r * 64 + (c % 64);
           return read(x ^ ((Math.floor(x / swizzle.row) % 8) * swizzle.chunk), g + T);
         }) as unknown as V;
       }

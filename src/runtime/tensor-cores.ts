@@ -1,6 +1,6 @@
 // Tensor cores: warp-level matrix multiply-accumulate instructions (D = A * B + C) as a device declares them,
 // with the element layout of each operand across the 32 lanes of a warp, as NVIDIA's PTX ISA documents for
-// mma.sync.aligned.m16n8k16 (f16, bf16) and m16n8k8 (tf32), and Hopper's warpgroup wgmma.m64n64k16. Codegen
+// mma.sync.aligned.m16n8k16 (f16, bf16) and m16n8k8 (tf32), and Hopper's warpgroup wgmma.m64nNk16. Codegen
 // builds WMMA ops from them, the SIMT emulator runs them and the CUDA renderer writes them as mma.sync or wgmma.
 import { type DType, dtypes } from '../dtype.ts';
 
@@ -31,8 +31,9 @@ export interface TensorCore {
   tf32?: true;
   /**
    * A and B are read by the tensor core from LOCAL tiles of rows of 64 elements in the 128-byte swizzle (wgmma's
-   * matrix descriptors): A row-major (K-major), B row-major too (MN-major). Their layouts below then only say
-   * which elements each thread stands for (src/codegen/wgmma-operands.ts).
+   * matrix descriptors): A row-major (K-major), B row-major too (MN-major), B's columns past 64 in further blocks
+   * of 64 columns (the descriptor's leading byte offset apart). Their layouts below then only say which elements
+   * each thread stands for (src/codegen/wgmma-operands.ts).
    */
   sharedOperands?: true;
   a: OperandLayout;
@@ -141,30 +142,40 @@ const MMA_1688_TF32: TensorCore = {
   c: C_16x8,
 };
 
+/** [row, column] bits adding 64, 128, .. columns: a warpgroup core n columns wide has log2(n / 64) of them. */
+const wideColumns = (n: number) => Array.from({ length: Math.log2(n / 64) }, (_, i) => [0, 64 << i] as const);
+
 /**
- * wgmma.m64n64k16 (Hopper, sm_90a): a warpgroup of 4 warps, A and B from shared memory. D: warp w holds rows
- * 16w.. 16w + 15 as mma.sync's m16n8 C, repeated for the 8 column blocks of 8. A and B's layouts are the register
- * form's (A as mma.sync's per warp; B a warp's 8 columns per block of 16 rows, as mma.sync's B).
+ * wgmma.m64nNk16 (Hopper, sm_90a) for N = 64, 128, 256: a warpgroup of 4 warps, A and B from shared memory. D (the
+ * PTX ISA's wgmma D fragment): warp w holds rows 16w.. 16w + 15 as mma.sync's m16n8 C, repeated for the N / 8
+ * column blocks of 8 (registers 4j.. 4j + 3 in block j). A and B's layouts are the register form's (A as
+ * mma.sync's per warp; B a warp's 8 columns per block of 16 rows, as mma.sync's B, repeated every 64 columns).
  */
-const wgmma64 = (dtypeIn: DType): TensorCore => ({
-  name: `WGMMA_64_64_16_${dtypeIn.name}_float32`,
+const wgmma = (n: number, dtypeIn: DType): TensorCore => ({
+  name: `WGMMA_64_${n}_16_${dtypeIn.name}_float32`,
   m: 64,
-  n: 64,
+  n,
   k: 16,
   dtypeIn,
   dtypeOut: dtypes.float32,
   threads: 128,
   sharedOperands: true,
   a: { lane: [...A_16x16.lane, [16, 0], [32, 0]], element: A_16x16.element },
-  b: { lane: [...B_K16.lane, [0, 8], [0, 16]], element: [...B_K16.element, [0, 32]] },
+  b: { lane: [...B_K16.lane, [0, 8], [0, 16]], element: [...B_K16.element, [0, 32], ...wideColumns(n)] },
   c: {
     lane: [...C_16x8.lane, [16, 0], [32, 0]],
-    element: [...C_16x8.element, [0, 8], [0, 16], [0, 32]],
+    element: [...C_16x8.element, [0, 8], [0, 16], [0, 32], ...wideColumns(n)],
   },
 });
 
-/** Hopper's (sm_90a) warpgroup tensor cores: f16 and bf16 in, f32 accumulate. */
-export const HOPPER_TENSOR_CORES: readonly TensorCore[] = [wgmma64(dtypes.float16), wgmma64(dtypes.bfloat16)];
+/**
+ * Hopper's (sm_90a) warpgroup tensor cores: f16 and bf16 in, f32 accumulate, 64, 128 and 256 columns wide (the
+ * narrowest first: what a search for any warpgroup core of a dtype finds).
+ */
+export const HOPPER_TENSOR_CORES: readonly TensorCore[] = [64, 128, 256].flatMap((n) => [
+  wgmma(n, dtypes.float16),
+  wgmma(n, dtypes.bfloat16),
+]);
 
 /** NVIDIA's tensor cores from sm_80 (A100, H100): f16 and bf16 in, f32 accumulate; tf32 (float32 rounded to 10 bits of mantissa). */
 export const NVIDIA_TENSOR_CORES: readonly TensorCore[] = [

@@ -269,10 +269,16 @@ export interface LoadArg {
   /**
    * A warpgroup tensor core's operand (`a` or `b` of the named core, TensorCore.sharedOperands), which the tensor
    * core reads from LOCAL memory itself: the INDEX's first address is the operand tile's element (0, 0), the same
-   * for the 128 threads, whose element (r, c) is r * 64 + c further, through the buffer's swizzle. Each thread's
-   * value is its elements of the core's layout (what the SIMT emulator gives it); CUDA passes the address.
+   * for the 128 threads, whose element (r, c) is (c / 64) leading + r * 64 + c % 64 further, through the buffer's
+   * swizzle. Each thread's value is its elements of the core's layout (what the SIMT emulator gives it); CUDA
+   * passes a matrix descriptor of the address, with `leading` as its leading byte offset.
    */
-  tile?: { operand: 'a' | 'b'; tensorCore: string };
+  tile?: {
+    operand: 'a' | 'b';
+    tensorCore: string;
+    /** Elements from one block of 64 columns to the next, where the operand is wider than 64 columns. */
+    leading?: number;
+  };
 }
 /** A STORE into LOCAL memory of a GLOBAL load that may land late (cp.async): by the next BARRIER that waits. */
 export interface StoreArg {

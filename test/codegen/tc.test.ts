@@ -205,8 +205,8 @@ describe('tensor cores on SIMT', () => {
     expect(illegal(half, [{ ...tc, mode: 2 }])).toThrow(
       "mode 2 is not supported (1: the tensor core's instructions)",
     );
-    expect(illegal(half, [{ ...tc, tc: 7 }])).toThrow(
-      'tc 7 does not exist (the target has 0: WMMA_16_8_16_float16',
+    expect(illegal(half, [{ ...tc, tc: 9 }])).toThrow(
+      'tc 9 does not exist (the target has 0: WMMA_16_8_16_float16',
     );
     const sum = kernelOf(input([16, 16], dtypes.float16).cast(dtypes.float32).sum(1)).ast;
     expect(illegal(sum, [{ ...tc, axis: 1 }])).toThrow('the reduced value is not a product of two factors');

@@ -428,40 +428,82 @@ function bigBlocks(ast: UOp, tc: Opt, work: number, target: Target): Opt[] {
 }
 
 /**
- * Warpgroup blocks, the tallest first: m64n64 tiles along M a warpgroup computes, and the workgroups the grid must
- * keep. 256 x 64 (four tiles; 5 buffers of 40 KB: one block a multiprocessor) where the grid keeps 4096 of them
- * (8192^2 outputs); else 128 x 64 (two tiles; 96 KB: two a multiprocessor). H100 (bench/gemm.ts, events):
- * 8192^3 fp16 459 TFLOP/s against 397 (one run), bf16 470 against 387-391 (other runs); 4096^3 fp16 424
- * against 446 (1024 blocks).
+ * A block of warpgroups (Hopper's wgmma): `warpgroups` along M (a LOCAL axis), each `tiles` m64 tiles along M (an
+ * UPCAST) of one m64 x `width` tensor core instruction; its outputs (64 warpgroups tiles) x width.
  */
-const WARPGROUP_BLOCKS: readonly { tiles: number; groups: number }[] = [
-  { tiles: 4, groups: 4096 },
-  { tiles: 2, groups: BIG_GROUPS },
+export interface WarpgroupBlock {
+  width: number;
+  warpgroups: number;
+  tiles: number;
+}
+
+/**
+ * Warpgroup blocks, the widest first: the first that applies (N a multiple of its width) and whose grid keeps
+ * `groups` workgroups. On the H100 (bench/gemm.ts, events, one run; fp16 / bf16 TFLOP/s):
+ *
+ * | block (warpgroups x m64nW tiles)  | 4096^3    | 8192^3    |
+ * | --------------------------------- | --------- | --------- |
+ * | 128 x 256 (2 x 1 m64n256)         | 554 / 542 | 590 / 608 |
+ * | 256 x 128 (2 x 2 m64n128)         | 529 / 518 | 561 / 580 |
+ * | 128 x 128 (1 x 2 m64n128)         | 502 / 497 | 521 / 528 |
+ * | 128 x 128 (2 x 1 m64n128)         | 460 / 462 | 483 / 499 |
+ * | 256 x 64 (1 x 4 m64n64)           | 417 / 416 | 462 / 471 |
+ * | 128 x 64 (1 x 2 m64n64)           | 451 / 425 | 392 / 374 |
+ *
+ * (torch 633 / 696 and 750 / 781 in the same run; the hand-written bench/wgmma.ts 128 x 256 557 / 582 and 633 /
+ * 628, or 509 / 509 and 574 / 570 where it too waits for each slab's wgmmas.) Narrower blocks remain for N that
+ * only they divide.
+ */
+const WARPGROUP_BLOCKS: readonly (WarpgroupBlock & { groups: number })[] = [
+  { width: 256, warpgroups: 2, tiles: 1, groups: BIG_GROUPS },
+  { width: 128, warpgroups: 1, tiles: 2, groups: BIG_GROUPS },
+  { width: 64, warpgroups: 1, tiles: 4, groups: 4096 },
+  { width: 64, warpgroups: 1, tiles: 2, groups: BIG_GROUPS },
 ];
 
 /**
+ * A warpgroup block's opts with tensor core `tc` (one of the target's, `block.width` wide): TC, the warpgroups and
+ * the tiles along M, then K in slabs of 64 (4 steps of 16) staged STAGE_DEPTH ahead in 128-byte-swizzled tiles
+ * the cores read themselves. Throws where they do not apply (a factor that does not divide its axis, tiles too big
+ * for local memory).
+ */
+export function warpgroupBlockOpts(ast: UOp, tc: number, block: WarpgroupBlock, target: Target): Opt[] {
+  const ranges = kernelRanges(ast);
+  const reduces = ranges.filter((r) => rangeArg(r).type === AxisType.REDUCE);
+  if (reduces.length !== 1) throw new Error('a warpgroup block sums over one reduce axis');
+  const along: Opt[] = [
+    { op: 'TC', axis: ranges.indexOf(reduces[0]!), tc, opt: TC_OPT.value, mode: 1 },
+    ...(block.warpgroups > 1
+      ? [{ op: 'SPLIT', axis: 0, factor: block.warpgroups, target: AxisType.LOCAL } as const]
+      : []),
+    ...(block.tiles > 1
+      ? [{ op: 'SPLIT', axis: 0, factor: block.tiles, target: AxisType.UPCAST } as const]
+      : []),
+  ];
+  const k = kernelRanges(applyOpts(ast, along, target)).findIndex(
+    (r) => rangeArg(r).type === AxisType.REDUCE,
+  );
+  return [
+    ...along,
+    { op: 'SPLIT', axis: k, factor: 4, target: AxisType.UNROLL },
+    { op: 'STAGE', axis: k, depth: STAGE_DEPTH, swizzle: true },
+  ];
+}
+
+/**
  * Big float16/bfloat16 matmuls where the GPU has warpgroup tensor cores (Hopper's wgmma, TensorCore.sharedOperands):
- * blocks of one warpgroup (WARPGROUP_BLOCKS' m64n64 tiles along M), K slabs of 64 staged STAGE_DEPTH ahead in
- * 128-byte-swizzled tiles the cores read themselves. H100 (bench/gemm.ts, events, one run) for 128 x 64: fp16 /
- * bf16 4096^3 438 / 413 TFLOP/s against 372 / 367 for bigBlocks' mma.sync blocks, 8192^3 380 / 391 against
- * 393 / 390. lowerKernel falls back to the warps' cores where the staged tiles cannot feed these.
+ * the first of WARPGROUP_BLOCKS that applies with a core of its width and keeps its workgroups. H100 (bench/gemm.ts,
+ * events, one run, an earlier day) for 128 x 64: fp16 / bf16 4096^3 438 / 413 TFLOP/s against 372 / 367 for
+ * bigBlocks' mma.sync blocks, 8192^3 380 / 391 against 393 / 390. lowerKernel falls back to the warps' cores where
+ * the staged tiles cannot feed these.
  */
 function warpgroupBlocks(ast: UOp, work: number, target: Target): Opt[] {
   if (!TC.value || work < STAGE_FROM || !target.grid?.asyncCopies) return [];
-  const ranges = kernelRanges(ast);
-  const reduces = ranges.filter((r) => rangeArg(r).type === AxisType.REDUCE);
-  if (reduces.length !== 1) return [];
-  const axis = ranges.indexOf(reduces[0]!);
-  for (const [tc, core] of target.tensorCores.entries()) {
-    if (!core.sharedOperands) continue;
-    for (const { tiles, groups } of WARPGROUP_BLOCKS) {
-      const opts: Opt[] = [
-        { op: 'TC', axis, tc, opt: TC_OPT.value, mode: 1 },
-        { op: 'SPLIT', axis: 0, factor: tiles, target: AxisType.UPCAST },
-        { op: 'SPLIT', axis: 3, factor: 4, target: AxisType.UNROLL },
-        { op: 'STAGE', axis: 3, depth: STAGE_DEPTH, swizzle: true },
-      ];
+  for (const { groups, ...block } of WARPGROUP_BLOCKS)
+    for (const [tc, core] of target.tensorCores.entries()) {
+      if (!core.sharedOperands || core.n !== block.width) continue;
       try {
+        const opts = warpgroupBlockOpts(ast, tc, block, target);
         const global = kernelRanges(applyOpts(ast, opts, target)).filter(
           (r) => rangeArg(r).type === AxisType.GLOBAL,
         );
@@ -471,7 +513,6 @@ function warpgroupBlocks(ast: UOp, work: number, target: Target): Opt[] {
         // not this core's dtypes, a factor that does not divide its axis, or tiles too big for local memory
       }
     }
-  }
   return [];
 }
 

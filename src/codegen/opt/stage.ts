@@ -10,8 +10,11 @@
 // Tile rows are padded by 16 bytes, so that the rows a warp reads together start in different banks; or, where
 // asked (`swizzle`) and a row of 16-bit elements is a power of two of 16-byte chunks, unpadded and XOR-swizzled
 // (ParamArg.swizzle), which also spreads a warp's copies of short rows (a 64-byte row of A's K) over all banks.
+// A warpgroup tensor core's swizzled tile whose rows are wider than 128 bytes (B of wgmma m64n128 / m64n256) is kept
+// in blocks of 64 columns, each block's rows together, as the core's matrix descriptor reads it (the blocks its
+// leading byte offset apart).
 import { AddrSpace, dtypes } from '../../dtype.ts';
-import { tensorCoreNamed } from '../../runtime/tensor-cores.ts';
+import { positionOf, tensorCoreNamed } from '../../runtime/tensor-cores.ts';
 import { AxisType, Ops, type Swizzle } from '../../uop/ops.ts';
 import { substitute } from '../../uop/pattern.ts';
 import { UOp } from '../../uop/uop.ts';
@@ -31,6 +34,8 @@ const THREADS: ReadonlySet<AxisType> = new Set([AxisType.LOCAL, AxisType.WARP]);
 const COPY_BYTES = 16;
 /** Bytes one asynchronous copy (cp.async) moves. */
 const ASYNC_BYTES: ReadonlySet<number> = new Set([4, 8, 16]);
+/** Elements of a row of the 128-byte swizzle, the widest a warpgroup tensor core's descriptor reads (16-bit). */
+const DESCRIPTOR_ROW = 64;
 /** Bytes added to each row of a tile, so that the rows a warp reads together start in different banks. */
 const ROW_PAD_BYTES = 16;
 
@@ -68,6 +73,11 @@ interface Tile {
   pairs: boolean;
   /** Unpadded rows (pitch = cols) in a swizzled layout, or undefined: padded rows. */
   swizzle: Swizzle | undefined;
+  /**
+   * Columns kept together, the tile's rows of one block before the next block's (element (r, c) at
+   * (c / columnBlock) rows columnBlock + r columnBlock + c % columnBlock), or undefined: whole rows.
+   */
+  columnBlock: number | undefined;
   addresses: Address[];
 }
 
@@ -111,6 +121,29 @@ function rectangles(addresses: readonly Address[]): Rectangle[] {
   return found.filter((r) => r.rows * r.cols === least).sort((x, y) => y.cols - x.cols);
 }
 
+/**
+ * Whether an address's column (in a tile of rows `stride` apart) splits into a block of `width` columns and a
+ * column inside it term by term: terms whose coefficient is a multiple of the width, and the others with the
+ * constant's remainder staying inside one block.
+ */
+function splitsIntoBlocks(a: Address, stride: number, width: number): boolean {
+  const [, cols, , c0] = place(a, stride);
+  const inside = new Map([...cols].filter(([, c]) => c % width !== 0));
+  return extent(inside, c0 % width) <= width;
+}
+
+/** Where column `col` (terms and a constant) of a tile in column blocks lies: the block's start and the column in it. */
+function blockedColumn(t: Tile, [terms, constant]: [Map<UOp, number>, number]): UOp {
+  const width = t.columnBlock!;
+  const block = new Map<UOp, number>();
+  const inside = new Map<UOp, number>();
+  for (const [x, c] of terms)
+    if (c % width === 0) block.set(x, (c / width) * t.rows * width);
+    else inside.set(x, c);
+  const start = Math.floor(constant / width) * t.rows * width;
+  return sum(block, start).add(sum(inside, constant % width));
+}
+
 /** Whether a fragment (a STACK) holds an element and the one a row below it side by side, and row steps are even. */
 function fragmentPairs(addresses: readonly Address[], stride: number, fragments: readonly UOp[]): boolean {
   if (!addresses.every((a) => [...a.block.values()].every((c) => c < stride || (c / stride) % 2 === 0)))
@@ -136,6 +169,8 @@ function tileOf(
   threads: number,
   async: boolean,
   swizzle: boolean,
+  /** Where a warpgroup tensor core reads the tile: the distance of its operand's rows in the buffer. */
+  operandRows: number | undefined,
 ): Tile | string {
   const addresses: Address[] = [];
   for (const load of loads) {
@@ -162,9 +197,10 @@ function tileOf(
     r.rows % 2 === 0 &&
     r.stride !== Number.POSITIVE_INFINITY &&
     fragmentPairs(addresses, r.stride, fragments);
-  // of the smallest rectangles, one whose fragments read row pairs where there is one
+  // of the smallest rectangles, one whose fragments read row pairs where there is one, or whose rows are a
+  // warpgroup tensor core's (a tile as wide as its matrix is also one long row, or rows of any width)
   const found = rectangles(addresses);
-  const rect = found.find(paired) ?? found[0];
+  const rect = found.find(paired) ?? found.find((r) => r.stride === operandRows) ?? found[0];
   if (rect === undefined) return 'its addresses form no rectangle of rows';
   const pairs = paired(rect);
   // the widest vector that divides the rows, as long as every thread gets one (a small tile: narrower ones);
@@ -187,14 +223,60 @@ function tileOf(
   // tensor-core operands (16-bit), whose reads are matrix rows or element pairs inside a chunk: wider float32
   // vectors would span chunks that the swizzle moves apart
   const powerOfTwo = Number.isInteger(chunks) && (chunks & (chunks - 1)) === 0;
+  const tile = { buffer, base, ...rect, vector, pairs, addresses };
   if (swizzle && itemsize === 2 && !pairs && rect.stride !== Number.POSITIVE_INFINITY && powerOfTwo) {
+    // the descriptor's blocks of 64 columns start on 8-row groups (1024 bytes), where the swizzle repeats
+    const blocked =
+      operandRows !== undefined &&
+      rect.cols > DESCRIPTOR_ROW &&
+      rect.rows % 8 === 0 &&
+      addresses.every((a) => splitsIntoBlocks(a, rect.stride, DESCRIPTOR_ROW));
+    if (blocked)
+      return {
+        ...tile,
+        pitch: rect.cols,
+        swizzle: { row: DESCRIPTOR_ROW, chunk },
+        columnBlock: DESCRIPTOR_ROW,
+      };
     // 8 consecutive lines of at least 8 chunks (short rows: several a line) each put a chunk in another bank group
     const layout = { row: Math.max(rect.cols, 8 * chunk), chunk };
-    return { buffer, base, ...rect, pitch: rect.cols, vector, pairs, swizzle: layout, addresses };
+    return { ...tile, pitch: rect.cols, swizzle: layout, columnBlock: undefined };
   }
   const pad = Math.max(1, ROW_PAD_BYTES / itemsize);
   const pitch = pairs ? 2 * (rect.cols + pad) : rect.cols + pad;
-  return { buffer, base, ...rect, pitch, vector, pairs, swizzle: undefined, addresses };
+  return { ...tile, pitch, swizzle: undefined, columnBlock: undefined };
+}
+
+/**
+ * The distance between the rows of each buffer that a warpgroup tensor core's operand reads (a STACK of loads, one
+ * an element of the core's layout): the address step from its element (0, 0) to an element (r, 0) below, over r.
+ */
+function rowStrides(body: readonly UOp[]): Map<UOp, number> {
+  const out = new Map<UOp, number>();
+  for (const w of body) {
+    const tc = w.op === Ops.WMMA ? tensorCoreNamed(w.argOf(Ops.WMMA).name) : undefined;
+    if (!tc?.sharedOperands) continue;
+    (['a', 'b'] as const).forEach((operand, i) => {
+      const loads = w.src[i]!.src;
+      if (w.src[i]!.op !== Ops.STACK || !loads.every((l) => l.op === Ops.LOAD && l.src[0]!.op === Ops.INDEX))
+        return;
+      const below = loads.findIndex((_, e) => {
+        const [r, c] = positionOf(tc[operand], 0, e);
+        return r > 0 && c === 0;
+      });
+      if (below < 0) return;
+      const [first, other] = [loads[0]!, loads[below]!].map((l) => affine(l.src[0]!.src[1]!));
+      if (first === undefined || other === undefined) return;
+      const same =
+        first.terms.size === other.terms.size && [...first.terms].every(([t, c]) => other.terms.get(t) === c);
+      if (same)
+        out.set(
+          loads[0]!.src[0]!.src[0]!,
+          (other.constant - first.constant) / positionOf(tc[operand], 0, below)[0],
+        );
+    });
+  }
+  return out;
 }
 
 /** What STAGE on reduce axis `axis` finds: the tiles, the loops and the group's threads; or why none. */
@@ -234,6 +316,7 @@ export function stagePlan(ast: UOp, axis: number, depth = 0, swizzle = false): S
     (u) => u.op === Ops.WMMA && tensorCoreNamed(u.argOf(Ops.WMMA).name)?.sharedOperands,
   );
   const fragments = sharedOperands ? [] : body.filter((u) => u.op === Ops.STACK);
+  const operandRows = sharedOperands ? rowStrides(body) : new Map<UOp, number>();
   const byBuffer = new Map<UOp, UOp[]>();
   for (const u of reduce.src[0]!.toposort()) {
     if (u.op !== Ops.LOAD || !u.src[0]!.toposort().includes(range)) continue;
@@ -245,7 +328,8 @@ export function stagePlan(ast: UOp, axis: number, depth = 0, swizzle = false): S
   if (byBuffer.size === 0) return `no load reads axis ${axis}`;
   const tiles: Tile[] = [];
   for (const [buffer, loads] of byBuffer) {
-    const tile = tileOf(buffer, loads, fragments, isBlock, count, depth > 0, swizzle);
+    const rows = operandRows.get(buffer);
+    const tile = tileOf(buffer, loads, fragments, isBlock, count, depth > 0, swizzle, rows);
     if (typeof tile === 'string') return `buffer ${buffer.argOf(Ops.PARAM).slot}: ${tile}`;
     tiles.push(tile);
   }
@@ -261,7 +345,12 @@ export function stagePlan(ast: UOp, axis: number, depth = 0, swizzle = false): S
 const tileSize = (t: Tile) => (t.pairs ? t.rows / 2 : t.rows) * t.pitch;
 
 /** Where the tile holds (row, col), both sums: rows in pairs interleave their elements. */
-function tileIndex(t: Tile, row: [Map<UOp, number>, number], col: UOp): UOp {
+function tileIndex(t: Tile, row: [Map<UOp, number>, number], column: [Map<UOp, number>, number]): UOp {
+  if (t.columnBlock !== undefined)
+    return sum(...row)
+      .mul(t.columnBlock)
+      .add(blockedColumn(t, column));
+  const col = sum(...column);
   if (!t.pairs)
     return sum(...row)
       .mul(t.pitch)
@@ -349,7 +438,7 @@ export function applyStage(ast: UOp, plan: StagePlan): UOp {
         iteration
           .mod(buffers)
           .mul(size)
-          .add(tileIndex(tile, [r, r0], sum(c, c0))),
+          .add(tileIndex(tile, [r, r0], [c, c0])),
       ]);
     }
   });
@@ -375,6 +464,15 @@ function withGate(store: UOp, gate: UOp): UOp[] {
   return [target, gateLoad(value), both];
 }
 
+/** Where vector v of a row of a tile in column blocks lies after the row's start: its block's start and column. */
+function blockOf(tile: Tile, v: UOp): UOp {
+  const perBlock = tile.columnBlock! / tile.vector;
+  return v
+    .idiv(perBlock)
+    .mul(tile.rows * tile.columnBlock!)
+    .add(v.mod(perBlock).mul(tile.vector));
+}
+
 /**
  * The stores that copy a tile of the buffer from `base` into `local` from element `at`: vector q of the tile
  * (q = j * threads + thread) from row q / (cols / vector), or from the two rows of pair q / (cols / vector)
@@ -398,7 +496,10 @@ function copies(tile: Tile, local: UOp, base: UOp, at: UOp, count: number, threa
     };
     let value = read(pairs ? row.mul(2) : row);
     // (one product, so that the renderer sees the vector's alignment)
-    const to = at.add(row.mul(pitch)).add(pairs ? q.mod(perRow).mul(2 * vector) : col);
+    const to =
+      tile.columnBlock === undefined
+        ? at.add(row.mul(pitch)).add(pairs ? q.mod(perRow).mul(2 * vector) : col)
+        : at.add(row.mul(tile.columnBlock)).add(blockOf(tile, q.mod(perRow)));
     if (pairs) {
       const [even, odd] = [value, read(row.mul(2).add(1))];
       const lane = (v: UOp, i: number) => (vector === 1 ? v : UOp.make(Ops.INDEX, [v, UOp.index(i)]));
