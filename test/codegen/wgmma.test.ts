@@ -174,8 +174,9 @@ describe('warpgroup tensor cores (wgmma)', () => {
     expect(chosen(e(4096, 4096), e(4096, 4032))).toBe('WGMMA_64_64_16_float16_float32');
     expect(splits(e(16384, 4096), e(4096, 8128))).toEqual(along(4, AxisType.UPCAST));
     expect(splits(e(4096, 4096), e(4096, 4032))).toEqual(along(2, AxisType.UPCAST));
-    // A read transposed: its tile is not the core's layout (sharedOperands refuses it); mma.sync instead
+    // A or B read transposed: its tile is not the core's layout (sharedOperands refuses it); mma.sync instead
     expect(chosen(e(4096, 4096).T, e(4096, 4096))).toMatch(/^WMMA_16_8_16_float16/);
+    expect(chosen(e(4096, 4096), e(4096, 4096).T)).toMatch(/^WMMA_16_8_16_float16/);
     // too few blocks for the machine
     expect(chosen(e(1024, 1024), e(1024, 1024))).toMatch(/^WMMA_16_8_16_float16/);
   });
