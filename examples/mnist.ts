@@ -1,10 +1,12 @@
 // The main job: train a small CNN on MNIST with a JIT-captured Adam step, then report test accuracy.
-// Usage: npm start [-- --steps N] (DEV=JS to train on the JS backend).
+// Usage: npm start [-- --steps N] [--expect PCT] (DEV=JS to train on the JS backend; --expect: exit 1 if the test
+// accuracy is below PCT, as `npm run test:gpu` runs it).
 import { Adam, Device, dtypes, jit, mnist, Tensor } from '../src/index.ts';
 import { Net } from './mnist-model.ts';
 
 const args = process.argv.slice(2);
 const steps = Number(args[args.indexOf('--steps') + 1] || 0) || 600;
+const expect = args.includes('--expect') ? Number(args[args.indexOf('--expect') + 1]) : undefined;
 const BATCH = 128;
 
 const t0 = performance.now();
@@ -86,3 +88,7 @@ const accuracy = (correct / testN) * 100;
 console.log(
   `test accuracy: ${accuracy.toFixed(2)}% after ${steps} steps (${((performance.now() - t0) / 1000).toFixed(0)} s in all)`,
 );
+if (expect !== undefined && !(accuracy >= expect)) {
+  console.error(`test accuracy ${accuracy.toFixed(2)}% is below the expected ${expect}%`);
+  process.exit(1);
+}
