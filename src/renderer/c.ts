@@ -222,7 +222,10 @@ function cLanguage(indexType: string, dialect: Dialect = C_DIALECT): Language {
     const name = `tg_${u.op === Ops.MAX ? 'max' : 'exp2'}_${t}`;
     const mask = vectorType(u.dtype.itemsize === 8 ? dtypes.int64 : dtypes.int32, lanes);
     if (!helpers.has(name))
-      helpers.set(name, u.op === Ops.MAX ? vectorMax(name, t, mask) : vectorExp2(name, t, mask));
+      helpers.set(
+        name,
+        u.op === Ops.MAX ? vectorMax(name, t, mask, u.dtype.isFloat) : vectorExp2(name, t, mask),
+      );
     return name;
   };
   /** Whether bfloat16 values are floats here (rounded after every op, converted where memory holds their bits). */
@@ -563,9 +566,17 @@ function wgmmaFunction(fn: string, u: UOp, tc: string): string {
 }`;
 }
 
-/** max(a, b) of vectors as the scalar MAX computes it (NaN in a gives NaN), one compare and a blend. */
-const vectorMax = (name: string, t: string, mask: string) => `static inline ${t} ${name}(${t} a, ${t} b) {
-  ${mask} k = (a > b) | (a != a);
+/**
+ * max(a, b) of vectors as the scalar MAX computes it (NaN in a gives NaN), one compare and a blend; integers
+ * have no NaN (gcc warns of the self-comparison).
+ */
+const vectorMax = (
+  name: string,
+  t: string,
+  mask: string,
+  nan: boolean,
+) => `static inline ${t} ${name}(${t} a, ${t} b) {
+  ${mask} k = (a > b)${nan ? ' | (a != a)' : ''};
   return (${t})((k & (${mask})a) | (~k & (${mask})b));
 }`;
 
