@@ -338,7 +338,7 @@ function cLanguage(indexType: string, dialect: Dialect = C_DIALECT): Language {
       if (u.op === Ops.CAST && u.src[0]!.lanes > 1)
         return `__builtin_convertvector(${a[0]}, ${vectorType(u.dtype, lanes)})`;
       const whole = (i: number) =>
-        u.src[i]!.lanes > 1 ? a[i]! : `((${vectorType(u.src[i]!.dtype, lanes)}){} + ${a[i]})`;
+        u.src[i]!.lanes > 1 ? a[i]! : spreadScalar(a[i]!, vectorType(u.src[i]!.dtype, lanes));
       // a comparison of vectors is a mask (all-ones or zero integers as wide as its operands' lanes), and a
       // select by it takes the bits of one value or the other (src/codegen/vectors.ts keeps only these)
       // masks combine bit by bit; not is the complement (a mask's true is all ones, so != 1 would not do)
@@ -352,9 +352,8 @@ function cLanguage(indexType: string, dialect: Dialect = C_DIALECT): Language {
       }
     }
     const helper = vectorHelper(u);
-    // a scalar operand is spread over the lanes: a vector of zeros plus it
     const spread = (x: string, i: number) =>
-      u.src[i]!.lanes > 1 ? x : `((${vectorType(u.dtype, lanes)}){} + ${x})`;
+      u.src[i]!.lanes > 1 ? x : spreadScalar(x, vectorType(u.dtype, lanes));
     if (helper !== undefined) return `${helper}(${a.map(spread).join(', ')})`;
     const parts = Array.from({ length: lanes }, (_, j) =>
       expr(
@@ -565,6 +564,9 @@ function wgmmaFunction(fn: string, u: UOp, tc: string): string {
   return c;
 }`;
 }
+
+/** A scalar over the lanes of vector type t: it minus a vector of zeros (plus zeros would turn -0 into +0). */
+const spreadScalar = (x: string, t: string) => `(${x} - (${t}){})`;
 
 /**
  * max(a, b) of vectors as the scalar MAX computes it (NaN in a gives NaN), one compare and a blend; integers
