@@ -230,7 +230,10 @@ function cLanguage(indexType: string, dialect: Dialect = C_DIALECT): Language {
     const name = `tg_${u.op === Ops.MAX ? 'max' : 'exp2'}_${t}`;
     const mask = vectorType(u.dtype.itemsize === 8 ? dtypes.int64 : dtypes.int32, lanes);
     if (!helpers.has(name))
-      helpers.set(name, u.op === Ops.MAX ? vectorMax(name, t, mask) : vectorExp2(name, t, mask));
+      helpers.set(
+        name,
+        u.op === Ops.MAX ? vectorMax(name, t, mask, u.dtype.isFloat) : vectorExp2(name, t, mask),
+      );
     return name;
   };
   /** Whether bfloat16 values are floats here (rounded after every op, converted where memory holds their bits). */
@@ -343,7 +346,7 @@ function cLanguage(indexType: string, dialect: Dialect = C_DIALECT): Language {
       if (u.op === Ops.CAST && u.src[0]!.lanes > 1)
         return `__builtin_convertvector(${a[0]}, ${vectorType(u.dtype, lanes)})`;
       const whole = (i: number) =>
-        u.src[i]!.lanes > 1 ? a[i]! : `((${vectorType(u.src[i]!.dtype, lanes)}){} + ${a[i]})`;
+        u.src[i]!.lanes > 1 ? a[i]! : spreadScalar(a[i]!, vectorType(u.src[i]!.dtype, lanes));
       // a comparison of vectors is a mask (all-ones or zero integers as wide as its operands' lanes), and a
       // select by it takes the bits of one value or the other (src/codegen/vectors.ts keeps only these)
       // masks combine bit by bit; not is the complement (a mask's true is all ones, so != 1 would not do)
@@ -357,9 +360,8 @@ function cLanguage(indexType: string, dialect: Dialect = C_DIALECT): Language {
       }
     }
     const helper = vectorHelper(u);
-    // a scalar operand is spread over the lanes: a vector of zeros plus it
     const spread = (x: string, i: number) =>
-      u.src[i]!.lanes > 1 ? x : `((${vectorType(u.dtype, lanes)}){} + ${x})`;
+      u.src[i]!.lanes > 1 ? x : spreadScalar(x, vectorType(u.dtype, lanes));
     if (helper !== undefined) return `${helper}(${a.map(spread).join(', ')})`;
     const parts = Array.from({ length: lanes }, (_, j) =>
       expr(
@@ -575,9 +577,20 @@ function wgmmaFunction(fn: string, u: UOp, tc: string): string {
 }`;
 }
 
-/** max(a, b) of vectors as the scalar MAX computes it (NaN in a gives NaN), one compare and a blend. */
-const vectorMax = (name: string, t: string, mask: string) => `static inline ${t} ${name}(${t} a, ${t} b) {
-  ${mask} k = (a > b) | (a != a);
+/** A scalar over the lanes of vector type t: it minus a vector of zeros (plus zeros would turn -0 into +0). */
+const spreadScalar = (x: string, t: string) => `(${x} - (${t}){})`;
+
+/**
+ * max(a, b) of vectors as the scalar MAX computes it (NaN in a gives NaN), one compare and a blend; integers
+ * have no NaN (gcc warns of the self-comparison).
+ */
+const vectorMax = (
+  name: string,
+  t: string,
+  mask: string,
+  nan: boolean,
+) => `static inline ${t} ${name}(${t} a, ${t} b) {
+  ${mask} k = (a > b)${nan ? ' | (a != a)' : ''};
   return (${t})((k & (${mask})a) | (~k & (${mask})b));
 }`;
 

@@ -24,11 +24,12 @@ function cos(x: UOp): UOp {
 /** The gradient of a reduce's input, from the reduce u over x (keepdim shape) and its output gradient g. */
 const REDUCE_RULES: Record<ReduceOp, (g: UOp, u: UOp, x: UOp, axes: readonly number[]) => UOp> = {
   [Ops.ADD]: (g, _u, x) => g.expand(x.shape!),
-  // ties share the gradient equally
+  // ties share the gradient equally. g and the count are divided where expanded: g, a product often (the input
+  // gradient of a linear layer after a max pool), stays apart from the count's reads of x's windows
   [Ops.MAX]: (g, u, x, axes) => {
     const hit = x.eq(u.expand(x.shape!));
     const count = hit.where(g.constLike(1), g.constLike(0)).reduce(Ops.ADD, axes);
-    return hit.where(g.div(count).expand(x.shape!), 0);
+    return hit.where(g.expand(x.shape!).div(count.expand(x.shape!)), 0);
   },
   // the product of the other elements: prod / x without zeros; at the only zero, the product of the rest
   [Ops.MUL]: (g, _u, x, axes) => {

@@ -221,6 +221,14 @@ function windows1d(x: Tensor, k: number, stride: number, dilation: number): Tens
   const lead = x.shape.slice(0, -1);
   const len = x.shape[x.ndim - 1]!;
   const o = Math.floor((len - dilation * (k - 1) - 1) / stride) + 1;
+  // windows that do not overlap are rows of x: no tiling, so the gradient is a pad rather than a sum over tiles
+  if (dilation === 1 && k <= stride) {
+    const rows =
+      o * stride <= len
+        ? x.shrink([...keepAll(lead), [0, o * stride]])
+        : x.pad([...lead.map(() => [0, 0] as [number, number]), [0, o * stride - len]]);
+    return rows.reshape([...lead, o, stride]).shrink([...keepAll(lead), [0, o], [0, k]]);
+  }
   const row = len + dilation;
   const tiles = Math.ceil((k * row) / len);
   const rows = x

@@ -153,8 +153,9 @@ function maxPool(n: number): MaxPool {
   const op = `maxPool${n}d`;
   return function (this: Tensor, kernel: Size = 2, opts: MaxPoolOptions = {}): Tensor | [Tensor, Tensor] {
     const p = poolPlan(op, this, n, kernel, opts);
-    // padding takes the dtype's smallest value (-inf for floats), so it never wins the max
-    const w = poolWindows(this, p, this.dtype.min);
+    // padding takes the dtype's smallest value (-inf for floats), so it never wins the max. The input's
+    // gradient compares the input with the max: one buffer, rather than recomputing the input in each reader
+    const w = poolWindows(this.contiguousBackward(), p, this.dtype.min);
     const values = w.max(lastAxes(w, n));
     if (!opts.returnIndices) return values;
     // the flat input index of each window element, windowed like the values

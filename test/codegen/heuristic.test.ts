@@ -270,6 +270,27 @@ describe('THREAD splits of odd outer axes', () => {
   });
 });
 
+describe("a max pool's kernels on the CPU (8 x 32 x 20 x 20, windows of 2 x 2)", () => {
+  const x = new Tensor(new Float32Array(8 * 32 * 20 * 20), { device: 'CPU', requiresGrad: true }).reshape([
+    8, 32, 20, 20,
+  ]);
+  const pool = x.maxPool2d();
+  const [max, count, gradient] = scheduleOf([Tensor.gradient(pool.sum(), [x])[0]!]).kernels.map((k) => k.ast);
+
+  it('the max and the count of maxima: windows unrolled, two outputs at a time along the pooled columns', () => {
+    // ranges after the THREAD split: (2 threads, 4 images, 32 channels, 10 rows, 10 columns, 2, 2 window)
+    const want = [split(0, 2, THREAD, true), split(6, 2, UNROLL), split(5, 2, UNROLL), split(4, 2, UPCAST)];
+    expect(optsOf(max!, target())).toEqual(want);
+    expect(optsOf(count!, target())).toEqual(want);
+    expect(optsOf(scheduleOf([pool]).kernels[0]!.ast, target())).toEqual(want);
+  });
+
+  it('the gradient, elementwise with compares and selects: four copies of its columns', () => {
+    expect(hasReduce(gradient!)).toBe(false);
+    expect(optsOf(gradient!, target())).toEqual([split(0, 2, THREAD, true), split(4, 4, UPCAST)]);
+  });
+});
+
 describe('register tiles of expensive bodies', () => {
   // sum over k of exp2(a[i,k] * b[k,j]) where k <= j: the causal mask varies along the column lanes, so each
   // lane's product and exp2 are scalar code of their own (as an attention backward's recomputed scores)

@@ -1,5 +1,7 @@
 // Pools (max, avg, unpool over 1-3 axes) and interpolate on JS and CPU against PyTorch's loops written in JS.
 import { describe, expect, it } from 'vitest';
+import { optimizable } from '../../src/codegen/index.ts';
+import { productOperands } from '../../src/codegen/opt/operands.ts';
 import { dtypes } from '../../src/dtype.ts';
 import { scheduleOf } from '../../src/engine/realize.ts';
 import {
@@ -8,6 +10,7 @@ import {
   type PoolOptions,
   Tensor,
 } from '../../src/tensor/index.ts';
+import { Ops } from '../../src/uop/ops.ts';
 import { DEVICES } from '../devices.ts';
 import { checkGradient } from './gradcheck.ts';
 import { close, data, numel, ravel, unravel, values } from './reference.ts';
@@ -82,6 +85,7 @@ const rand = (shape: number[], seed: number): Nd => ({ shape, data: values(numel
 
 const CASES: PoolCase[] = [
   { shape: [2, 7], kernel: [2] },
+  { shape: [2, 5], kernel: [2], stride: [3] },
   { shape: [1, 2, 9], kernel: [3], stride: [2], pads: [[1, 1]], ceilMode: true },
   { shape: [2, 8], kernel: [3], stride: [3], pads: [[1, 0]], dilation: [2], ceilMode: true },
   { shape: [1, 10], kernel: [4], stride: [3], pads: [[2, 2]], ceilMode: true },
@@ -381,6 +385,23 @@ describe('pool and interpolate gradients (float64, central differences)', () => 
       (t) => t.maxPool2d(3, { stride: 2, padding: 1, returnIndices: true })[0],
     );
   });
+  it('max pools with windows apart (kernel <= stride) split the gradient of tied maxima by their count', () => {
+    for (const device of DEVICES) {
+      const x = new Tensor([1, 3, 3, 0, 2, 2, 3, 0, 1, 1, 2, 2], {
+        device,
+        dtype: dtypes.float32,
+        requiresGrad: true,
+      }).reshape([1, 1, 2, 6]);
+      const g = new Tensor([1, 2, 4], { device, dtype: dtypes.float32 }).reshape([1, 1, 1, 3]);
+      expect(data(Tensor.gradient(x.maxPool2d(), [x], g)[0]!)).toEqual([
+        0, 0.5, 2, 0, 1, 1, 0.5, 0, 0, 0, 1, 1,
+      ]);
+      // windows [0, 2) and [3, 5) of 5: the last element lies in none
+      const y = new Tensor([5, 5, 1, 2, 7], { device, dtype: dtypes.float32, requiresGrad: true });
+      const h = new Tensor([2, 3], { device, dtype: dtypes.float32 });
+      expect(data(Tensor.gradient(y.maxPool1d(2, { stride: 3 }), [y], h)[0]!)).toEqual([1, 1, 0, 0, 3]);
+    }
+  });
   it('avg pools, with and without the padding in the divisor', () => {
     checkGradient('avgPool1d', [[2, 7]], (t) => t.avgPool1d(3, { stride: 2, padding: 1, ceilMode: true }));
     checkGradient('avgPool2d', [[1, 5, 4]], (t) =>
@@ -463,5 +484,45 @@ describe('pool, pad and interpolate kernel counts', () => {
       expect(count(x.pad([1, 2, 2, 1], { mode }))).toBe(1);
     expect(count(x.interpolate([5, 11]))).toBe(2);
     expect(count(x.interpolate([5, 11], { mode: 'nearest' }))).toBe(2);
+  });
+
+  it("a max pool's gradient: the max, the count of maxima and the input's gradient, elementwise (windows apart are views of the input, so no sum over overlaps)", () => {
+    const t = x.detach().requiresGrad_();
+    const kernels = scheduleOf([Tensor.gradient(t.maxPool2d().sum(), [t])[0]!]).kernels;
+    expect(kernels.map((k) => k.ast.toposort().some((u) => u.op === Ops.REDUCE))).toEqual([
+      true,
+      true,
+      false,
+    ]);
+  });
+
+  it("a max pool's input gradient is a buffer: a normalization before the pool reads it in its sums, not the pooled values", () => {
+    const a = Tensor.rand([2, 3, 8, 8], { device: 'CPU', requiresGrad: true });
+    const normed = a.sub(a.mean([0, 2, 3], true)).div(a.square().mean([0, 2, 3], true).add(1).sqrt());
+    const grad = Tensor.gradient(normed.maxPool2d().sum(), [a])[0]!;
+    // the pooled max and the count of maxima: [2, 3, 4, 4] with the window axes kept
+    const readPooled = scheduleOf([grad]).kernels.filter((k) =>
+      k.bufs.slice(1).some((b) => b.shape!.join() === '2,3,4,4,1,1'),
+    );
+    expect(readPooled).toHaveLength(2);
+  });
+
+  it('the product a max pool passes its gradient back through is a kernel of its own, apart from the window reads', () => {
+    // a linear layer after the pool: its input gradient dy @ W (a sum of products) and the count of maxima
+    // (a sum over the windows of the pool's input) each read what the other does not
+    const input = Tensor.rand([2, 3, 8, 8], { device: 'CPU' }).realize();
+    const t = input.detach().requiresGrad_();
+    const w = Tensor.rand([5, 48], { device: 'CPU' }).realize();
+    const dy = Tensor.rand([2, 5], { device: 'CPU' }).realize();
+    const grad = Tensor.gradient(t.maxPool2d().flatten(1).matmul(w.T), [t], dy)[0]!;
+    const products = scheduleOf([grad]).kernels.filter(
+      (k) => productOperands(optimizable(k.ast)) !== undefined,
+    );
+    expect(products.map((k) => k.bufs.slice(1).map((b) => b.shape))).toEqual([
+      [
+        [2, 5],
+        [5, 48],
+      ],
+    ]);
   });
 });

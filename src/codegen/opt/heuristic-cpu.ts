@@ -9,6 +9,9 @@ import { address, dividing, isLoad, isLoop, loadsReading, productOperands, reads
 import { applyOpts, type Opt, type Target } from './opts.ts';
 import { UNROLL_BY, UNROLL_FROM, unrolls } from './unrolls.ts';
 
+/** A reduce axis at most this long is a window (a conv's kernel, a pool's), unrolled whole. */
+const SMALL_WINDOW = 4;
+
 /** A reduce's UNROLL at least this wide becomes the lanes under UPCASTs (codegen/expand.ts's WIDE_UNROLL). */
 const WIDE_LANES = 8;
 
@@ -93,7 +96,9 @@ function tile(ast: UOp, target: Target): Opt[] {
   }
   // a small window (a conv's kernel) is unrolled whole, and where it slides along an output axis two
   // neighbours on that axis share most of their loads
-  const windows = ranges.filter((r) => rangeArg(r).type === AxisType.REDUCE && (constSize(r) ?? 9) <= 4);
+  const windows = ranges.filter(
+    (r) => rangeArg(r).type === AxisType.REDUCE && (constSize(r) ?? SMALL_WINDOW + 1) <= SMALL_WINDOW,
+  );
   for (const r of windows) splits.push({ r, factor: constSize(r)!, target: AxisType.UNROLL });
   const step = (r: UOp) => stride(address(vectorLoads[0]!), r);
   const slide = loops.find(
@@ -327,8 +332,59 @@ function threads(ast: UOp, target: Target): Opt[] {
   return [];
 }
 
+/** Copies of a window reduce's output, at most this many along one axis (16 ran no faster than 8). */
+const WINDOW_COPIES = [8, 4, 2];
+
+/**
+ * Copies of a reduce over small windows only (a max pool's 2 x 2, the count of its maxima): its innermost
+ * output axis that some count of copies divides is upcast, and the windows unrolled whole. One output's reduce
+ * is a chain of a few dependent max or add steps; copies run as many chains side by side (their loads gathered
+ * into vectors, windows being strided). beautiful_mnist's pools at batch 512 on one core: the 2 x 2 max of
+ * 512x32x20x20 28.6 -> 3.1 ms, of 512x64x6x6 5.4 -> 0.5 ms.
+ */
+function windowCopies(ast: UOp, _target: Target): Opt[] {
+  if (productOperands(ast) !== undefined) return [];
+  const ranges = kernelRanges(ast);
+  const windows = ranges.filter((r) => rangeArg(r).type === AxisType.REDUCE);
+  if (!windows.length || !windows.every((r) => (constSize(r) ?? SMALL_WINDOW + 1) <= SMALL_WINDOW)) return [];
+  const copies = (r: UOp) => dividing(constSize(r)!, WINDOW_COPIES);
+  const along = ranges
+    .filter((r) => isLoop(r) && constSize(r) !== undefined && copies(r) !== undefined)
+    .at(-1);
+  const splits: { r: UOp; factor: number; target: AxisType }[] = windows.map((r) => ({
+    r,
+    factor: constSize(r)!,
+    target: AxisType.UNROLL,
+  }));
+  if (along !== undefined) splits.push({ r: along, factor: copies(along)!, target: AxisType.UPCAST });
+  // a split renumbers the axes after it: later axes first
+  return splits
+    .sort((a, b) => ranges.indexOf(b.r) - ranges.indexOf(a.r))
+    .map(({ r, factor, target }) => ({ op: 'SPLIT', axis: ranges.indexOf(r), factor, target }));
+}
+
+/** Copies of an elementwise kernel's innermost axis (4 ran faster than 2 where both divide it). */
+const ELEMENT_COPIES = [4, 2];
+
+/**
+ * Copies of an elementwise kernel's innermost output axis where no vector rule applied (lanes that would
+ * gather, or values that are compares and selects): they run side by side, and index math that divides the axis
+ * by a divisor of the copies' count (a max pool's gradient reads its pooled values at column / 2) becomes
+ * constants. beautiful_mnist at batch 512 on one core: the gradient of its first pool 42.5 -> 6.6 ms, the
+ * batch norm's input gradient 13.4 -> 8.7.
+ */
+function elementCopies(ast: UOp, _target: Target): Opt[] {
+  if (ast.toposort().some((u) => u.op === Ops.REDUCE)) return [];
+  const ranges = kernelRanges(ast);
+  const inner = ranges.filter(isLoop).at(-1);
+  const copies = inner && dividing(constSize(inner) ?? 1, ELEMENT_COPIES);
+  return copies === undefined
+    ? []
+    : [{ op: 'SPLIT', axis: ranges.indexOf(inner!), factor: copies, target: AxisType.UPCAST }];
+}
+
 /** Vector lanes on the CPU: the first of these rules that applies. */
-const VECTOR_RULES = [tile, reduceTile, outputLanes, unrollLanes, copyTile];
+const VECTOR_RULES = [tile, reduceTile, outputLanes, unrollLanes, windowCopies, copyTile, elementCopies];
 
 /** The CPU's opts: threads, then vector lanes (the first rule that applies), then unrolls. */
 export function cpuOpts(ast: UOp, target: Target): Opt[] {
