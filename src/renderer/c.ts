@@ -667,9 +667,42 @@ const C_DIALECT: Dialect = {
 /** The index type: int where every index fits. */
 const indexTypeOf = (linear: UOp) => (maxIndex(linear) < 2 ** 31 ? 'int' : 'long long');
 
+/**
+ * A kernel that moves this many elements or fewer (elementsMoved) keeps its loops rolled (`#pragma GCC unroll 1`):
+ * -fpeel-loops (src/runtime/cc.ts) unrolls short loops completely, which pays in a conv's 3x3 windows but not in
+ * a kernel of a microsecond, where it only costs the compiler's CPU (README, "Compiling kernels", has figures).
+ */
+export const ROLLED_ELEMENTS = 1 << 16;
+
+/**
+ * The elements a kernel's loads and stores move in all, its accumulators' included (Infinity where a loop's bound
+ * is a variable): each one's lanes times the iterations of the loops around it.
+ */
+export function elementsMoved(linear: UOp): number {
+  const iterations = [1];
+  let n = 0;
+  for (const u of linear.src) {
+    if (u.op === Ops.RANGE) {
+      const bound = u.src[0]!.op === Ops.CONST ? Number(u.src[0]!.constValue) : Infinity;
+      iterations.push(iterations.at(-1)! * bound);
+    } else if (u.op === Ops.END) iterations.length -= u.src.length - 1;
+    else if (u.op === Ops.LOAD || u.op === Ops.STORE)
+      n += (u.op === Ops.LOAD ? u : u.src[1]!).lanes * iterations.at(-1)!;
+  }
+  return n;
+}
+
+/** The language with each serial loop kept rolled; a parallel loop takes no pragma between it and OpenMP's. */
+const rolled = (lang: Language): Language => ({
+  ...lang,
+  loopOpen: (name, bound, parallel) =>
+    `${parallel ? '' : '#pragma GCC unroll 1\n'}${lang.loopOpen(name, bound, parallel)}`,
+});
+
 /** A kernel's C source. */
 export function renderC(name: string, linear: UOp): string {
-  return render(cLanguage(indexTypeOf(linear)), name, linear);
+  const lang = cLanguage(indexTypeOf(linear));
+  return render(elementsMoved(linear) <= ROLLED_ELEMENTS ? rolled(lang) : lang, name, linear);
 }
 
 // CUDA C: the same C, its helpers device functions, float16 as CUDA's half. NVRTC has CUDA's math functions

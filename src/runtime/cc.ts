@@ -205,6 +205,10 @@ export interface Built<K extends UnitKernel> extends Unit {
 
 // a unit started while kernels are still being rendered holds this many at least: fewer waste a process
 const FIRST_UNIT = 4;
+// what is left at the end is shared out in units of this much C at least: a compiler process costs 30 ms of CPU
+// beyond its kernels, more than splitting a few small kernels between two lanes gains (halving the rest each
+// time a lane freed left units of 2 kernels and 1 at the end of every batch)
+const SHARE_BYTES = 32 * 1024;
 // while every lane is busy, a unit is queued once this much C waits: units taken only as lanes free would grow
 // with how far the compilers fell behind, and the last would run long after the last kernel came
 const QUEUED_UNIT_BYTES = 128 * 1024;
@@ -213,10 +217,10 @@ const QUEUED_UNIT_BYTES = 128 * 1024;
  * Compiles kernels as they are added, in the background, in units of several kernels: a unit starts whenever a
  * compiler lane is free and FIRST_UNIT kernels wait, or is queued once QUEUED_UNIT_BYTES of C wait, so that the
  * compilers work while the caller renders the next kernels; `finish` shares what is left between the lanes as
- * they free, by bytes of source. A unit holds at most CC_BATCH kernels and its lane's share of the `count` that
- * may come; a kernel of over UNIT_BYTES is alone (README, "Compiling kernels", says what this gains). `finish`
- * waits for all; a unit that failed is built again kernel by kernel, so that each error is its kernel's own.
- * `libraryOf` names a unit's library.
+ * they free, by bytes of source, SHARE_BYTES at least. A unit holds at most CC_BATCH kernels and its lane's share
+ * of the `count` that may come; a kernel of over UNIT_BYTES is alone (README, "Compiling kernels", says what this
+ * gains). `finish` waits for all; a unit that failed is built again kernel by kernel, so that each error is its
+ * kernel's own. `libraryOf` names a unit's library.
  */
 export class UnitBuilds<K extends UnitKernel> {
   private readonly lanes = compilerJobs();
@@ -256,7 +260,7 @@ export class UnitBuilds<K extends UnitKernel> {
       }
       // a lane's share of what is left: the lanes busy now take theirs when they free
       this.runs.waitForLane();
-      const share = this.bytes / this.lanes;
+      const share = Math.max(this.bytes / this.lanes, SHARE_BYTES);
       let take = 0;
       for (let b = 0; take < this.next.length && (take === 0 || b < share); take++)
         b += this.next[take]!.source.length;

@@ -125,4 +125,36 @@ describe('compiler units', () => {
     expect(built.flatMap((u) => u.kernels.map((k) => k.name))).toEqual(kernels.map((k) => k.name));
     expect(built.map((u) => u.error)).toEqual(built.map(() => undefined));
   });
+
+  /** The units of 8 small kernels (two units of 4 start as they come) and then `rest`, built on 2 lanes. */
+  function unitsOf(rest: readonly number[]): string[][] {
+    const dir = mkdtempSync(join(tmpdir(), 'tsgrad-units-'));
+    const kernels = [...Array<number>(8).fill(0), ...rest].map((bytes, i) => ({
+      name: `k${i}`,
+      symbol: `k${i}`,
+      // a comment of `bytes` counts as C to share, as a kernel's body does
+      source: `/*${'x'.repeat(bytes)}*/ void k${i}(int* restrict data0) { data0[0] = ${i}; }`,
+    }));
+    const built = Context.with({ CC_JOBS: 2 }, () => {
+      let n = 0;
+      const units = new UnitBuilds(findCompiler(), kernels.length, () => join(dir, `u${n++}.so`));
+      for (const k of kernels) units.add(k);
+      return units.finish();
+    });
+    expect(built.map((u) => u.error)).toEqual(built.map(() => undefined));
+    return built.map((u) => u.kernels.map((k) => k.name));
+  }
+
+  it('take what is left at the end in one unit where it is a few small kernels', () => {
+    // halving it each time a lane freed gave units of 2, 1 and 1 kernels, a compiler process each
+    expect(unitsOf([0, 0, 0, 0]).slice(2)).toEqual([['k8', 'k9', 'k10', 'k11']]);
+  });
+
+  it('share what is left at the end between the lanes where it is worth a process', () => {
+    // half of it, then the rest: halving that too gave units of 1 kernel
+    expect(unitsOf([24_000, 24_000, 20_000, 20_000]).slice(2)).toEqual([
+      ['k8', 'k9'],
+      ['k10', 'k11'],
+    ]);
+  });
 });
