@@ -325,7 +325,9 @@ export class Tensor {
       checkDType('Tensor', uop.dtype, this.device);
       this.uop = uop;
     }
-    this.requiresGrad = opts.requiresGrad ?? false;
+    // a tensor starts without (an op's result skips the setter: every op of an eager call makes one)
+    const requiresGrad = opts.requiresGrad ?? false;
+    if (requiresGrad !== false) this.requiresGrad = requiresGrad;
     noteMade(this);
   }
 
@@ -1104,15 +1106,14 @@ export class Tensor {
 
   /** Matrix product, as the spec's gemm: broadcast multiply then sum over the shared axis. */
   matmul(w: Tensor): Tensor {
-    if (this.ndim < 1 || w.ndim < 1) throw new Error('matmul: both operands need at least one axis');
-    const k = this.shape[this.ndim - 1]!;
-    const kw = w.shape[Math.max(0, w.ndim - 2)]!;
-    if (k !== kw)
+    const [xs, ws] = [this.shape, w.shape];
+    if (xs.length < 1 || ws.length < 1) throw new Error('matmul: both operands need at least one axis');
+    if (xs[xs.length - 1] !== ws[Math.max(0, ws.length - 2)])
       throw new Error(
-        `matmul: inner sizes differ: (${this.shape.join(', ')}) @ (${w.shape.join(', ')}); the last axis of the first must equal the ${w.ndim > 1 ? 'second-to-last' : 'only'} axis of the second`,
+        `matmul: inner sizes differ: (${xs.join(', ')}) @ (${ws.join(', ')}); the last axis of the first must equal the ${ws.length > 1 ? 'second-to-last' : 'only'} axis of the second`,
       );
-    const x = this.ndim === 1 ? this.unsqueeze(0) : this;
-    const y = w.ndim === 1 ? onDevice(this, 'mul', w).unsqueeze(-1) : onDevice(this, 'mul', w);
+    const x = xs.length === 1 ? this.unsqueeze(0) : this;
+    const y = ws.length === 1 ? onDevice(this, 'mul', w).unsqueeze(-1) : onDevice(this, 'mul', w);
     // small integers add up in int32; the product keeps its operands' dtype, as in tinygrad
     // (built as nodes, one tensor for the result, where no panels are read: an eager matmul's host work)
     let out = readsPanels(x, y)
@@ -1120,8 +1121,8 @@ export class Tensor {
       : productSumUOp(x.uop, y.uop, narrowSumDType, this.device);
     // a vector operand's axis goes again (both: a scalar, as numpy's)
     const sizes = out.shape as readonly number[];
-    if (this.ndim === 1) out = out.reshape([...sizes.slice(0, -2), ...sizes.slice(-1)]);
-    if (w.ndim === 1) out = out.reshape((out.shape as readonly number[]).slice(0, -1));
+    if (xs.length === 1) out = out.reshape([...sizes.slice(0, -2), ...sizes.slice(-1)]);
+    if (ws.length === 1) out = out.reshape((out.shape as readonly number[]).slice(0, -1));
     return this.wrap(out);
   }
 
@@ -1182,9 +1183,10 @@ const PANELS_FROM = 1 << 21;
 
 /** Whether x @ y reads y in panels: a device that gains by it, whole panels, rows of x to share each panel. */
 function readsPanels(x: Tensor, y: Tensor): boolean {
+  if (!Device.get(x.device).matmulPanels()) return false;
   const [m, k] = x.shape.slice(-2) as [number, number];
   const n = y.shape[y.ndim - 1]!;
-  return Device.get(x.device).matmulPanels() && n % PANEL === 0 && m >= PANEL && m * n * k >= PANELS_FROM;
+  return n % PANEL === 0 && m >= PANEL && m * n * k >= PANELS_FROM;
 }
 
 /**
