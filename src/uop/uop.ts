@@ -522,6 +522,11 @@ export function argKey(op: Ops, arg: Arg): string {
     return `${c.dtype.name}:${valueKey(c.value)}`;
   }
   if (op === Ops.BUFFER) return bufferArgKey(arg as ArgOf<Ops.BUFFER>);
+  // fieldsKey's text, field by field (a reduce in every sum, matmul and mean)
+  if (op === Ops.REDUCE) {
+    const { axes, op: reduceOp } = arg as ArgOf<Ops.REDUCE>;
+    return `{axes:${valueKey(axes)},op:${valueKey(reduceOp)}}`;
+  }
   const fields = ARG_FIELDS[op];
   return fields === undefined ? valueKey(arg) : fieldsKey(arg as unknown as Record<string, unknown>, fields);
 }
