@@ -344,7 +344,8 @@ export class Tensor {
   }
   set uop(u: UOp) {
     // the tensor holds the buffer its value lives in (see holdBuffer)
-    const [was, now] = [this._uop && bufferOf(this._uop), bufferOf(u)];
+    const was = this._uop && bufferOf(this._uop);
+    const now = bufferOf(u);
     if (was !== now) {
       if (now !== undefined) holdBuffer(now);
       if (was !== undefined) letGoOfBuffer(was, false);
@@ -505,7 +506,7 @@ export class Tensor {
    */
   realize(...others: Tensor[]): this {
     Tensor.realizeDeferred();
-    const tensors = [this, ...others];
+    const tensors = others.length === 0 ? [this] : [this, ...others];
     const graphs = tensors.map((t) => t.uop);
     const found =
       gradTracked.size === 0
@@ -1106,7 +1107,8 @@ export class Tensor {
 
   /** Matrix product, as the spec's gemm: broadcast multiply then sum over the shared axis. */
   matmul(w: Tensor): Tensor {
-    const [xs, ws] = [this.shape, w.shape];
+    const xs = this.shape;
+    const ws = w.shape;
     if (xs.length < 1 || ws.length < 1) throw new Error('matmul: both operands need at least one axis');
     if (xs[xs.length - 1] !== ws[Math.max(0, ws.length - 2)])
       throw new Error(
