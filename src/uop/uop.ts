@@ -165,7 +165,9 @@ export class UOp {
     return (shapeVecs[slot] = UOp.make(Ops.STACK, shape.map(UOp.index)));
   }
   static buffer(slot: number, dtype: DType, shape: readonly sint[], device: Device = 'CPU'): UOp {
-    return UOp.make(Ops.BUFFER, [UOp.shapeVec(shape)], { slot, dtype, device, addrspace: AddrSpace.GLOBAL });
+    const arg = { slot, dtype, device, addrspace: AddrSpace.GLOBAL };
+    // (every realize makes one: its sources, a new array, are kept without a copy)
+    return UOp.makeKeyed(Ops.BUFFER, [UOp.shapeVec(shape)], arg, argKey(Ops.BUFFER, arg), null, true);
   }
   static param(slot: number, dtype: DType, shape: readonly sint[], device?: Device): UOp {
     return UOp.make(
