@@ -10,7 +10,7 @@
 // Usage: npx tsx bench/eager.ts [DEVICE] [CALLS] [PROCS] (defaults NULL, 20000, 5); CUDA on the GPU machine.
 import { spawnSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
-import { Device, Tensor } from '../src/index.ts';
+import { Device, dtypes, Tensor } from '../src/index.ts';
 
 const child = process.argv[2] === '--child';
 const args = child ? process.argv.slice(4) : process.argv.slice(2);
@@ -22,14 +22,26 @@ const CHUNK = 500;
 const x = new Tensor(new Float32Array(1024).fill(1.5), { device }).realize();
 const y = new Tensor(new Float32Array(1024).fill(0.5), { device }).realize();
 const m = new Tensor(new Float32Array(64 * 64).fill(0.25), { device }).reshape([64, 64]).realize();
+// bench/gpu.ts's shapes, made on first use (a case's fresh process makes only its own): on NULL they hold no memory
+const lazy = <T>(make: () => T) => {
+  let v: T | undefined;
+  return () => (v ??= make());
+};
+const big = (shape: number[], dtype = dtypes.float32) =>
+  lazy(() => Tensor.zeros(shape, { device, dtype }).contiguous().realize());
+const h = big([4096, 4096], dtypes.float16);
+const v = big([2 ** 28]);
 
 const cases: [string, () => unknown][] = [
   ['x.add(1) (graph only)', () => x.add(1)],
   ['x.add(1).realize()', () => x.add(1).realize()],
   ['x.mul(y).realize()', () => x.mul(y).realize()],
   ['x.add(1).mul(2).relu().realize()', () => x.add(1).mul(2).relu().realize()],
+  ['x.mul(y).add(1).realize()', () => x.mul(y).add(1).realize()],
   ['x.sum().realize()', () => x.sum().realize()],
+  ['v.sum().realize() (2^28)', () => v().sum().realize()],
   ['m.matmul(m).realize()', () => m.matmul(m).realize()],
+  ['h.matmul(h).realize() (f16 4096^2)', () => h().matmul(h()).realize()],
   ['m.T.add(m).realize()', () => m.T.add(m).realize()],
   ['m.get([0, 32], [16, 48]).mul(2).realize()', () => m.get([0, 32], [16, 48]).mul(2).realize()],
 ];
@@ -120,7 +132,7 @@ else {
     ]);
   }
   console.log(
-    `${device}, 1024 float32 (m 64x64); cold: median of ${PROCS} fresh processes; steady: ${CALLS} calls per op after warm-up`,
+    `${device}, 1024 float32 (m 64x64, h 4096x4096 float16, v 2^28 float32); cold: median of ${PROCS} fresh processes; steady: ${CALLS} calls per op after warm-up`,
   );
   const widths = rows[0]!.map((_, j) => Math.max(...rows.map((r) => r[j]!.length)));
   for (const r of rows)

@@ -42,6 +42,12 @@ interface Runnable {
 }
 
 const plans = new LRU<string, Runnable>();
+/**
+ * The plan cache's key a function body last ran under, with its device and opts, while the body lives: an eager
+ * loop realizing the same graph (callify keeps its body per graph) looks its plan up without building the long key
+ * again (the same string, whose hash the engine keeps, where a new one is hashed whole).
+ */
+const lastPlans = new WeakMap<UOp, { device: string; opts: string; key: string }>();
 
 function runnable(plan: Plan, device: string): Runnable {
   const steps = plan.steps.map(({ ast, refs, bytes }) => new KernelStep<Compiled>(ast, refs, bytes, device));
@@ -89,8 +95,13 @@ export function recordLaunches(fn: () => void): Recording {
  * new ones together.
  */
 function launchesOf(plan: Runnable, values: readonly ConstValue[], device: string): StepLaunch<Compiled>[] {
-  const baked = plan.steps.map((step) => step.bakedLaunch(values));
-  if (!baked.includes(undefined)) return baked as StepLaunch<Compiled>[];
+  const baked: StepLaunch<Compiled>[] = [];
+  for (const step of plan.steps) {
+    const launch = step.bakedLaunch(values);
+    if (launch === undefined) break;
+    baked.push(launch);
+  }
+  if (baked.length === plan.steps.length) return baked;
   let pending: UOp[] | undefined;
   for (const step of plan.steps) {
     const ast = step.pending(values);
@@ -126,7 +137,8 @@ function runPlan(
     const step = plan.steps[n]!;
     const { kernel, extra } = launches[n]!;
     const { program, display, flops } = kernel;
-    const bufs = step.refs.map((i) => table[i]!);
+    const bufs: DeviceBuffer[] = [];
+    for (const i of step.refs) bufs.push(table[i]!);
     for (const b of extra) {
       bufs.push(b);
       storage.push(b);
@@ -191,11 +203,14 @@ export function realize(tensors: readonly Realizable[]): ReadonlySet<UOp> {
     pending.map((t) => t.uop),
     (call) => realizeCall(call, device),
   );
-  const key = `${device}|${optsKey(Device.get(device))}|${body.key}`;
+  const opts = optsKey(Device.get(device));
+  const last = lastPlans.get(body);
+  const key = last?.device === device && last.opts === opts ? last.key : `${device}|${opts}|${body.key}`;
   let plan = plans.get(key);
   const cached = plan !== undefined;
   if (plan === undefined)
     plans.set(key, (plan = runnable(planOf(body, inputs.length, device, scheduleTarget(device)), device)));
+  if (last?.key !== key) lastPlans.set(body, { device, opts, key });
   const outputs = runPlan(plan, inputs, values, device);
   if (DEBUG.value >= 1)
     console.log(

@@ -91,8 +91,9 @@ export function noteRealized(
     if (!assigned && !created.has(buf)) return;
     if (assigned) writes.set(buf, writeCount(buf) + 1);
     const origin = found?.[i];
-    if (origin === undefined) origins.delete(buf);
-    else origins.set(buf, origin);
+    if (origin !== undefined) origins.set(buf, origin);
+    // (a buffer this realize created is new: it has no origin to lose)
+    else if (assigned) origins.delete(buf);
   });
 }
 

@@ -11,7 +11,6 @@ import {
   prodDType,
   promote,
   type StorageArray,
-  sumAccDType,
   sumDType,
   toDType,
   toStorage,
@@ -26,7 +25,16 @@ import { GroupOp, Ops, type ReduceOp } from '../uop/ops.ts';
 import { substitute } from '../uop/pattern.ts';
 import { UOp } from '../uop/uop.ts';
 import { noteAssigned, noteMade } from './frames.ts';
-import { gradMode } from './grad-mode.ts';
+import {
+  broadcastShape,
+  broadcastUOp,
+  castUOp,
+  gradModeOf,
+  productSumUOp,
+  reduceUOp,
+  shapesEqual,
+  sumUOp,
+} from './op-nodes.ts';
 import { noteRealized, originsOf } from './origins.ts';
 import {
   checkAxes,
@@ -41,6 +49,8 @@ import {
   shown,
 } from './validate.ts';
 import { isBufferBase, viewChain, viewsBuffer, writeThrough } from './write-through.ts';
+
+export { broadcastShape } from './op-nodes.ts';
 
 /** Nested arrays of numbers or booleans, as `tolist()` gives them back. */
 export type NestedArray = ConstValue | readonly NestedArray[];
@@ -315,7 +325,9 @@ export class Tensor {
       checkDType('Tensor', uop.dtype, this.device);
       this.uop = uop;
     }
-    this.requiresGrad = opts.requiresGrad ?? false;
+    // a tensor starts without (an op's result skips the setter: every op of an eager call makes one)
+    const requiresGrad = opts.requiresGrad ?? false;
+    if (requiresGrad !== false) this.requiresGrad = requiresGrad;
     noteMade(this);
   }
 
@@ -332,7 +344,8 @@ export class Tensor {
   }
   set uop(u: UOp) {
     // the tensor holds the buffer its value lives in (see holdBuffer)
-    const [was, now] = [this._uop && bufferOf(this._uop), bufferOf(u)];
+    const was = this._uop && bufferOf(this._uop);
+    const now = bufferOf(u);
     if (was !== now) {
       if (now !== undefined) holdBuffer(now);
       if (was !== undefined) letGoOfBuffer(was, false);
@@ -493,7 +506,7 @@ export class Tensor {
    */
   realize(...others: Tensor[]): this {
     Tensor.realizeDeferred();
-    const tensors = [this, ...others];
+    const tensors = others.length === 0 ? [this] : [this, ...others];
     const graphs = tensors.map((t) => t.uop);
     const found =
       gradTracked.size === 0
@@ -1015,9 +1028,7 @@ export class Tensor {
 
   /** @internal */
   reduceOp(op: ReduceOp, axis?: number | readonly number[], keepdim = false): Tensor {
-    const axes = this.reduceAxes(axis);
-    const r = this.wrap(this.uop.reduce(op, axes));
-    return keepdim ? r : r.reshape(this.shape.filter((_, i) => !axes.includes(i)));
+    return this.wrap(reduceUOp(this.uop, op, this.reduceAxes(axis), keepdim));
   }
   /** @internal The axes a reduce along `axis` folds (all when undefined), checked. */
   reduceAxes(axis?: number | readonly number[]): number[] {
@@ -1033,9 +1044,17 @@ export class Tensor {
    * and come back in their own dtype. A dtype given is what the elements are cast to and the sum returns.
    */
   sum(axis?: number | readonly number[], keepdim = false, dtype?: DTypeLike): Tensor {
-    const count = this.reduceAxes(axis).reduce((n, a) => n * this.shape[a]!, 1);
-    const out = dtype === undefined ? sumDType(this.dtype, count) : toDType('sum', dtype);
-    return this.cast(out).cast(sumAccDType(out)).reduceOp(Ops.ADD, axis, keepdim).cast(out);
+    const axes = this.reduceAxes(axis);
+    const u = this.uop;
+    const shape = u.shape as readonly number[];
+    const out =
+      dtype === undefined
+        ? sumDType(
+            u.dtype,
+            axes.reduce((n, a) => n * shape[a]!, 1),
+          )
+        : toDType('sum', dtype);
+    return this.wrap(sumUOp(u, axes, keepdim, out, this.device));
   }
   /** Product along the axes: bools and integers multiply in int64 (uint64 if unsigned), wrapping as C's. */
   prod(axis?: number | readonly number[], keepdim = false, dtype?: DTypeLike): Tensor {
@@ -1088,22 +1107,25 @@ export class Tensor {
 
   /** Matrix product, as the spec's gemm: broadcast multiply then sum over the shared axis. */
   matmul(w: Tensor): Tensor {
-    if (this.ndim < 1 || w.ndim < 1) throw new Error('matmul: both operands need at least one axis');
-    const k = this.shape[this.ndim - 1]!;
-    const kw = w.shape[Math.max(0, w.ndim - 2)]!;
-    if (k !== kw)
+    const xs = this.shape;
+    const ws = w.shape;
+    if (xs.length < 1 || ws.length < 1) throw new Error('matmul: both operands need at least one axis');
+    if (xs[xs.length - 1] !== ws[Math.max(0, ws.length - 2)])
       throw new Error(
-        `matmul: inner sizes differ: (${this.shape.join(', ')}) @ (${w.shape.join(', ')}); the last axis of the first must equal the ${w.ndim > 1 ? 'second-to-last' : 'only'} axis of the second`,
+        `matmul: inner sizes differ: (${xs.join(', ')}) @ (${ws.join(', ')}); the last axis of the first must equal the ${ws.length > 1 ? 'second-to-last' : 'only'} axis of the second`,
       );
-    const x = this.ndim === 1 ? this.unsqueeze(0) : this;
-    const y = w.ndim === 1 ? w.unsqueeze(-1) : w;
+    const x = xs.length === 1 ? this.unsqueeze(0) : this;
+    const y = ws.length === 1 ? onDevice(this, 'mul', w).unsqueeze(-1) : onDevice(this, 'mul', w);
     // small integers add up in int32; the product keeps its operands' dtype, as in tinygrad
-    const out = (
-      readsPanels(x, y) ? panelProduct(x, y) : sumOfProducts(x.unsqueeze(-1).mul(y.unsqueeze(-3)), -2)
-    ).cast(promote(x.dtype, y.dtype));
+    // (built as nodes, one tensor for the result, where no panels are read: an eager matmul's host work)
+    let out = readsPanels(x, y)
+      ? panelProduct(x, y).cast(promote(x.dtype, y.dtype)).uop
+      : productSumUOp(x.uop, y.uop, narrowSumDType, this.device);
     // a vector operand's axis goes again (both: a scalar, as numpy's)
-    const rowGone = this.ndim === 1 ? out.reshape(out.shape.slice(0, -2).concat(out.shape.slice(-1))) : out;
-    return w.ndim === 1 ? rowGone.reshape(rowGone.shape.slice(0, -1)) : rowGone;
+    const sizes = out.shape as readonly number[];
+    if (xs.length === 1) out = out.reshape([...sizes.slice(0, -2), ...sizes.slice(-1)]);
+    if (ws.length === 1) out = out.reshape((out.shape as readonly number[]).slice(0, -1));
+    return this.wrap(out);
   }
 
   toString(): string {
@@ -1156,10 +1178,6 @@ export function blockedCumsum(x: Tensor, block = CUMSUM_BLOCK): Tensor {
   return blocks * block === n ? out : out.shrink([...keep, [0, n]]);
 }
 
-/** A sum of products along an axis, added up in narrowSumDType (matmul casts it back to its operands'). */
-const sumOfProducts = (product: Tensor, axis: number) =>
-  product.sum(axis, false, narrowSumDType(product.dtype));
-
 /** Columns of a panel: one 64-byte cache line of float32, and the lanes of the kernel's vectors. */
 const PANEL = 16;
 /** Products smaller than this (multiply-adds) are not worth the copy. */
@@ -1167,9 +1185,10 @@ const PANELS_FROM = 1 << 21;
 
 /** Whether x @ y reads y in panels: a device that gains by it, whole panels, rows of x to share each panel. */
 function readsPanels(x: Tensor, y: Tensor): boolean {
+  if (!Device.get(x.device).matmulPanels()) return false;
   const [m, k] = x.shape.slice(-2) as [number, number];
   const n = y.shape[y.ndim - 1]!;
-  return Device.get(x.device).matmulPanels() && n % PANEL === 0 && m >= PANEL && m * n * k >= PANELS_FROM;
+  return n % PANEL === 0 && m >= PANEL && m * n * k >= PANELS_FROM;
 }
 
 /**
@@ -1185,7 +1204,8 @@ function panelProduct(x: Tensor, y: Tensor): Tensor {
     .reshape([...lead, k, n / PANEL, PANEL])
     .permute([...lead.map((_, i) => i), at(1), at(0), at(2)])
     .contiguous(); // (..., n/PANEL, k, PANEL)
-  const out = sumOfProducts(x.unsqueeze(-2).unsqueeze(-1).mul(panels.unsqueeze(-4)), -2); // (..., m, n/PANEL, PANEL)
+  const product = x.unsqueeze(-2).unsqueeze(-1).mul(panels.unsqueeze(-4));
+  const out = product.sum(-2, false, narrowSumDType(product.dtype)); // (..., m, n/PANEL, PANEL)
   return out.reshape([...out.shape.slice(0, -2), n]);
 }
 
@@ -1220,45 +1240,4 @@ function onDevice(x: Tensor, op: string, y: Tensor): Tensor {
   if (y.device !== x.device)
     throw new Error(`${op}: operands are on ${x.device} and ${y.device}; move one with .to(device)`);
   return y;
-}
-
-/**
- * u as a tensor's op leaves it: inside Tensor.noGrad a result builds no gradient graph; views stay views, so
- * writes through them land.
- */
-function gradModeOf(u: UOp): UOp {
-  return gradMode.offDepth > 0 && u.op !== Ops.DETACH && !GroupOp.Movement.has(u.op)
-    ? UOp.make(Ops.DETACH, [u])
-    : u;
-}
-
-/** Tensor.cast's node. */
-const castUOp = (u: UOp, dtype: DType): UOp => (dtype === u.dtype ? u : gradModeOf(u.cast(dtype)));
-
-/** Tensor.broadcastTo's nodes for a shape it accepts: reshaped to its rank (new axes in front), expanded. */
-function broadcastUOp(u: UOp, shape: readonly number[]): UOp {
-  const own = u.shape as readonly number[];
-  if (shapesEqual(shape, own)) return u;
-  const padded = own.length < shape.length ? [...new Array(shape.length - own.length).fill(1), ...own] : own;
-  const x = shapesEqual(padded, own) ? u : u.reshape(padded);
-  return shapesEqual(shape, padded) ? x : x.expand(shape);
-}
-
-function shapesEqual(a: readonly number[], b: readonly number[]): boolean {
-  return a.length === b.length && a.every((d, i) => d === b[i]);
-}
-
-export function broadcastShape(op: string, a: readonly number[], b: readonly number[]): number[] {
-  const n = Math.max(a.length, b.length);
-  const out: number[] = [];
-  for (let i = 0; i < n; i++) {
-    const x = a[a.length - n + i] ?? 1;
-    const y = b[b.length - n + i] ?? 1;
-    if (x !== y && x !== 1 && y !== 1)
-      throw new Error(
-        `${op}: cannot broadcast shapes (${a.join(', ')}) and (${b.join(', ')}): axis ${i - n} has sizes ${x} and ${y}`,
-      );
-    out.push(x === 1 ? y : x);
-  }
-  return out;
 }

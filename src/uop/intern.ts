@@ -1,5 +1,5 @@
 // The hash-cons table: finds the live node equal to (op, src, arg, tag), holding every node weakly.
-import type { Arg, ArgOf, Ops, Tag } from './ops.ts';
+import { type Arg, type ArgOf, Ops, type Tag } from './ops.ts';
 import type { UOp } from './uop.ts';
 
 // Buckets are keyed by a 32-bit hash (numbers hash far faster than built strings). A node lives as long as
@@ -49,7 +49,15 @@ export function identityHash(op: Ops, src: readonly UOp[], arg: Arg, argKey: str
   let h = mix(0x9e3779b9, op);
   if (arg !== null) {
     const c = arg as ArgOf<Ops.CONST>;
-    h = mix(h, argKey === '' ? mix(hashValue(c.value), hashString(c.dtype.name)) : hashString(argKey));
+    // a BUFFER's slot tells it apart (its key text, ~50 characters, was hashed for every realize's result)
+    h = mix(
+      h,
+      argKey === ''
+        ? mix(hashValue(c.value), hashString(c.dtype.name))
+        : op === Ops.BUFFER
+          ? hashValue((arg as ArgOf<Ops.BUFFER>).slot)
+          : hashString(argKey),
+    );
   }
   if (tag !== null) h = mix(h, typeof tag === 'number' ? tag : hashString(tag));
   for (let i = 0; i < src.length; i++) h = mix(h, src[i]!.id);

@@ -165,7 +165,9 @@ export class UOp {
     return (shapeVecs[slot] = UOp.make(Ops.STACK, shape.map(UOp.index)));
   }
   static buffer(slot: number, dtype: DType, shape: readonly sint[], device: Device = 'CPU'): UOp {
-    return UOp.make(Ops.BUFFER, [UOp.shapeVec(shape)], { slot, dtype, device, addrspace: AddrSpace.GLOBAL });
+    const arg = { slot, dtype, device, addrspace: AddrSpace.GLOBAL };
+    // (every realize makes one: its sources, a new array, are kept without a copy)
+    return UOp.makeKeyed(Ops.BUFFER, [UOp.shapeVec(shape)], arg, argKey(Ops.BUFFER, arg), null, true);
   }
   static param(slot: number, dtype: DType, shape: readonly sint[], device?: Device): UOp {
     return UOp.make(
@@ -494,11 +496,38 @@ function fieldsKey(arg: Record<string, unknown>, fields: readonly string[]): str
   return `{${text}}`;
 }
 
+/**
+ * The key text of the BUFFER args every realize makes, fieldsKey's: all but the slot (the last field in name
+ * order) are the same for every buffer of a dtype on a device, so that part is made once per pair.
+ */
+const bufferKeyHeads = new Map<DType, Map<string, string>>();
+function bufferArgKey(arg: ArgOf<Ops.BUFFER>): string {
+  const { dtype, device } = arg;
+  if (typeof device !== 'string' || typeof arg.slot !== 'number')
+    return fieldsKey(arg as unknown as Record<string, unknown>, ARG_FIELDS[Ops.BUFFER]!);
+  let heads = bufferKeyHeads.get(dtype);
+  if (heads === undefined) bufferKeyHeads.set(dtype, (heads = new Map()));
+  const tag = `${arg.addrspace}|${device}`;
+  let head = heads.get(tag);
+  if (head === undefined) {
+    // fieldsKey of slot 0 ends `slot:0}`: what comes before is the head
+    head = fieldsKey({ ...arg, slot: 0 }, ARG_FIELDS[Ops.BUFFER]!).slice(0, -2);
+    heads.set(tag, head);
+  }
+  return `${head}${valueKey(arg.slot)}}`;
+}
+
 export function argKey(op: Ops, arg: Arg): string {
   if (arg === null) return '';
   if (op === Ops.CONST) {
     const c = arg as ArgOf<Ops.CONST>;
     return `${c.dtype.name}:${valueKey(c.value)}`;
+  }
+  if (op === Ops.BUFFER) return bufferArgKey(arg as ArgOf<Ops.BUFFER>);
+  // fieldsKey's text, field by field (a reduce in every sum, matmul and mean)
+  if (op === Ops.REDUCE) {
+    const { axes, op: reduceOp } = arg as ArgOf<Ops.REDUCE>;
+    return `{axes:${valueKey(axes)},op:${valueKey(reduceOp)}}`;
   }
   const fields = ARG_FIELDS[op];
   return fields === undefined ? valueKey(arg) : fieldsKey(arg as unknown as Record<string, unknown>, fields);

@@ -175,6 +175,11 @@ describe('content key', () => {
     const generic = (arg: object) => argKey(Ops.CUSTOM, arg as ArgOf<Ops.CUSTOM>);
     const args: [Ops, object][] = [
       [Ops.BUFFER, { slot: 7, dtype: dtypes.float32, device: 'CPU', addrspace: AddrSpace.GLOBAL }],
+      // BUFFER's key text is made from a head per dtype and device: other slots, devices and spaces after it
+      [Ops.BUFFER, { slot: 12, dtype: dtypes.float32, device: 'CPU', addrspace: AddrSpace.GLOBAL }],
+      [Ops.BUFFER, { slot: -0, dtype: dtypes.float32, device: 'CUDA:1', addrspace: AddrSpace.GLOBAL }],
+      [Ops.BUFFER, { slot: 3, dtype: dtypes.float32, device: 'CPU', addrspace: AddrSpace.LOCAL }],
+      [Ops.BUFFER, { slot: 3, dtype: dtypes.int8, device: TWO, addrspace: AddrSpace.GLOBAL }],
       [Ops.PARAM, { slot: 'start', dtype: dtypes.index, device: undefined }],
       [Ops.PARAM, { slot: 2, dtype: dtypes.float16, device: 'CUDA', addrspace: AddrSpace.LOCAL, swizzle: 3 }],
       [Ops.REDUCE, { op: Ops.MAX, axes: [0, 2] }],
