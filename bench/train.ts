@@ -10,6 +10,7 @@
 // whose factors each read an output axis the other does not (matmuls, convs and their gradients): the kernels
 // issue 14 holds to a quarter of numpy's matmul rate.
 // Usage: TINYGRAD_PATH=/work/tinygrad npm run bench:train [-- mnist-steps mlp-steps] [--all: every kernel]
+// [--convs: a sweep of conv layers' forward and backward over windows 1, 3, 5, 7, strides 1 and 2, batches 8 and 64]
 import { execFileSync } from 'node:child_process';
 import { optimizable } from '../src/codegen/index.ts';
 import { kernelRanges } from '../src/codegen/opt/axes.ts';
@@ -22,6 +23,7 @@ import { trainStep } from './beautiful-mnist-model.ts';
 
 const args = process.argv.slice(2);
 const ALL = args.includes('--all');
+const CONVS = args.includes('--convs');
 const [mnistSteps, mlpSteps] = args.filter((a) => !a.startsWith('--'));
 const MNIST_STEPS = Number(mnistSteps ?? 4);
 const MLP_STEPS = Number(mlpSteps ?? 50);
@@ -152,6 +154,48 @@ function beautifulMnist() {
   return { ms, kernels };
 }
 
+/**
+ * One conv layer's training kernels (32 -> 64 channels on 28 x 28 images, padding k / 2): the forward, then the
+ * input and weight gradients of an upstream gradient, as a step that holds the layer runs them.
+ */
+function convLayer(batch: number, k: number, stride: number): KernelTime[] {
+  Tensor.manualSeed(0);
+  const x = Tensor.randn([batch, 32, 28, 28]).realize().requiresGrad_();
+  const w = Tensor.randn([64, 32, k, k]).mul(0.1).realize().requiresGrad_();
+  const conv = () => x.conv2d(w, undefined, { stride, padding: k >> 1 });
+  const g = Tensor.randn(conv().shape).realize();
+  return kernelTimes(() => {
+    x.grad = undefined;
+    w.grad = undefined;
+    const y = conv().realize();
+    y.backward(g);
+    x.grad!.realize(w.grad!);
+  });
+}
+
+/** The conv sweep's table: each layer's kernel time, its products' least share of numpy's rate, those under a quarter. */
+function showConvs(yardstick: number) {
+  console.log(`
+conv layers 32 -> 64 channels, 28 x 28, padding k / 2: forward, input and weight gradients`);
+  console.log(
+    `${'batch k stride'.padEnd(16)} ${'ms'.padStart(8)} ${'least mm'.padStart(9)}  sums of products below a quarter`,
+  );
+  for (const batch of [8, 64])
+    for (const k of [1, 3, 5, 7])
+      for (const stride of [1, 2]) {
+        const kernels = convLayer(batch, k, stride);
+        const mm = kernels.filter((t) => matmulLike.get(t.name));
+        const least = Math.min(...mm.map((t) => t.gflops));
+        const slow = mm
+          .filter((t) => t.gflops < yardstick / 4)
+          .map((t) => `${t.name} ${t.gflops.toFixed(0)}`);
+        const ms = kernels.reduce((n, t) => n + t.us, 0) / 1000;
+        console.log(
+          `${`${batch} ${k} ${stride}`.padEnd(16)} ${ms.toFixed(2).padStart(8)} ${`${((100 * least) / yardstick).toFixed(0)}%`.padStart(9)}  ${slow.join(', ') || 'none'}`,
+        );
+      }
+}
+
 const peer = JSON.parse(
   execFileSync('python3', ['train_peer.py', String(MNIST_STEPS)], {
     cwd: import.meta.dirname,
@@ -183,3 +227,4 @@ row(
 );
 showKernels('MLP step', m.kernels, peer.matmul_gflops);
 showKernels('beautiful_mnist step', b.kernels, peer.matmul_gflops);
+if (CONVS) showConvs(peer.matmul_gflops);
