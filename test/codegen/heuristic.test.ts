@@ -213,6 +213,34 @@ describe('a weight gradient x^T @ dy on the CPU: both operands read contiguously
   });
 });
 
+describe("a 5x5 conv's weight gradient at batch 64 (32 -> 64 channels, 28 x 28, padding 2)", () => {
+  // random images and gradient: the product then reads stored copies of them, as in training
+  const x = Tensor.randn([64, 32, 28, 28]).realize().requiresGrad_();
+  const w = Tensor.randn([64, 32, 5, 5]).realize().requiresGrad_();
+  x.conv2d(w, undefined, { padding: 2 }).backward(Tensor.randn([64, 64, 28, 28]).realize());
+  const { kernels } = scheduleOf([x.grad!, w.grad!]);
+  // the batch split 16 x 4: ranges (16, 64 out, 32 in, 5, 5 | 4, 28, 28), unoptimized
+  const grad = kernels.find(
+    (k) =>
+      lowerKernel(k.ast, { target: target({ threads: 1, vectors: false }) }).name ===
+      'r_16_64_32_5_5_4_28_28',
+  )!.ast;
+
+  it("tiles 8 input channels by 2 x 16 output channels; the batch's 4 stay a loop outside the 28 x 28", () => {
+    // unrolled, the 4 images were 32 streams of rows 4 KiB apart (32 x 32 padded), which thrashed the L1
+    expect(optsOf(grad, target(AVX512))).toEqual([
+      split(0, 2, THREAD, true),
+      { op: 'SWAP', axis: 2, other: 5 },
+      split(5, 16, UPCAST),
+      split(5, 2, UPCAST),
+      split(3, 8, UPCAST),
+      { op: 'SWAP', axis: 2, other: 6 },
+      { op: 'SWAP', axis: 3, other: 6 },
+      { op: 'SWAP', axis: 5, other: 6 },
+    ]);
+  });
+});
+
 describe('conv2d 3x3, padding 1, on the CPU', () => {
   // (batch 2, 16 to 32 channels, 8x8): ranges (2, 32, 8, 8 | 16, 3, 3)
   const { kernels } = scheduleOf([
