@@ -1,7 +1,8 @@
 // Activations (hardswish, selu, mish, ...) and math (log10, inverse hyperbolics, lerp, logaddexp, isclose).
 import { type DType, dtypes } from '../dtype.ts';
 import { expm1, log1p, oddFrom, signbit } from './elementwise.ts';
-import { broadcastShape, Tensor } from './tensor.ts';
+import { broadcastShape } from './op-nodes.ts';
+import { Tensor } from './tensor.ts';
 import { checkFinite } from './validate.ts';
 
 export interface IsCloseOptions {

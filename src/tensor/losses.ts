@@ -1,9 +1,10 @@
 // Losses (cross entropy, nll, binary cross entropy) and functional nn (linear, batchnorm, normalize, varMean).
 import { checkIndex } from './index-check.ts';
 import { guardIndices } from './nn.ts';
+import { broadcastShape } from './op-nodes.ts';
 import type { Axes } from './reduce.ts';
 import { reducedAxes } from './reduce.ts';
-import { broadcastShape, Tensor } from './tensor.ts';
+import { Tensor } from './tensor.ts';
 
 export type Reduction = 'mean' | 'sum' | 'none';
 

@@ -1,7 +1,8 @@
 // Movement and indexing on Tensor: squeeze, repeat, cat, stack, split, chunk, triu/tril, gather, get.
 import { type ConstValue, dtypes, narrowSumDType, promoteAll } from '../dtype.ts';
 import { checkIndex } from './index-check.ts';
-import { broadcastShape, checkTensor, Tensor } from './tensor.ts';
+import { broadcastShape } from './op-nodes.ts';
+import { checkTensor, Tensor } from './tensor.ts';
 import { checkAxes, dimOf, shown } from './validate.ts';
 
 /**

@@ -1,7 +1,8 @@
 // Masked and scatter ops on Tensor: maskedFill, scatter, scatterReduce, maskedSelect, nonzero.
 import { type ConstValue, dtypes, narrowSumDType } from '../dtype.ts';
 import { checkIndex } from './index-check.ts';
-import { broadcastShape, Tensor } from './tensor.ts';
+import { broadcastShape } from './op-nodes.ts';
+import { Tensor } from './tensor.ts';
 
 /** How scatterReduce combines the values that land on one position. */
 export type ScatterReduce = 'sum' | 'prod' | 'mean' | 'amax' | 'amin';

@@ -50,8 +50,6 @@ import {
 } from './validate.ts';
 import { isBufferBase, viewChain, viewsBuffer, writeThrough } from './write-through.ts';
 
-export { broadcastShape } from './op-nodes.ts';
-
 /** Nested arrays of numbers or booleans, as `tolist()` gives them back. */
 export type NestedArray = ConstValue | readonly NestedArray[];
 export type TensorData = NestedArray | ArrayBufferView;
@@ -1115,7 +1113,8 @@ export class Tensor {
         `matmul: inner sizes differ: (${xs.join(', ')}) @ (${ws.join(', ')}); the last axis of the first must equal the ${ws.length > 1 ? 'second-to-last' : 'only'} axis of the second`,
       );
     const x = xs.length === 1 ? this.unsqueeze(0) : this;
-    const y = ws.length === 1 ? onDevice(this, 'mul', w).unsqueeze(-1) : onDevice(this, 'mul', w);
+    const other = onDevice(this, 'mul', w);
+    const y = ws.length === 1 ? other.unsqueeze(-1) : other;
     // small integers add up in int32; the product keeps its operands' dtype, as in tinygrad
     // (built as nodes, one tensor for the result, where no panels are read: an eager matmul's host work)
     let out = readsPanels(x, y)
