@@ -11,6 +11,8 @@ import { UNROLL_BY, UNROLL_FROM, unrolls } from './unrolls.ts';
 
 /** A reduce axis at most this long is a window (a conv's kernel, a pool's), unrolled whole. */
 const SMALL_WINDOW = 4;
+/** Whether a range is a small window's: a constant size of at most SMALL_WINDOW. */
+const isSmallWindow = (r: UOp) => (constSize(r) ?? SMALL_WINDOW + 1) <= SMALL_WINDOW;
 
 /** A reduce's UNROLL at least this wide becomes the lanes under UPCASTs (codegen/expand.ts's WIDE_UNROLL). */
 const WIDE_LANES = 8;
@@ -99,14 +101,15 @@ function tile(ast: UOp, target: Target): Opt[] {
   // batch, split 16 x 4) only where the rows share a cache line: its copies each read the rows as streams of
   // their own, 8 image planes by 4 copies thrashed the L1 (5x5 at batch 64: 96 -> 23 ms without), one line of
   // 8 channels-last by 4 did not (1x1: 1.3 ms, 1.6 without)
-  const small = (r: UOp) => (constSize(r) ?? SMALL_WINDOW + 1) <= SMALL_WINDOW;
   const rowLine =
     row !== undefined &&
     loadsReading(rowOperand, row).every(
       (l) => Math.abs(stride(address(l), row) ?? CACHE_LINE) * (rows ?? 1) * l.dtype.itemsize <= CACHE_LINE,
     );
   const reduces = ranges.filter((r) => rangeArg(r).type === AxisType.REDUCE);
-  const windows = reduces.filter((r, i) => small(r) && (rowLine || reduces.slice(i).every(small)));
+  const windows = reduces.filter(
+    (r, i) => isSmallWindow(r) && (rowLine || reduces.slice(i).every(isSmallWindow)),
+  );
   for (const r of windows) splits.push({ r, factor: constSize(r)!, target: AxisType.UNROLL });
   const step = (r: UOp) => stride(address(vectorLoads[0]!), r);
   const slide = loops.find(
@@ -357,7 +360,7 @@ function windowCopies(ast: UOp, _target: Target): Opt[] {
   if (productOperands(ast) !== undefined) return [];
   const ranges = kernelRanges(ast);
   const windows = ranges.filter((r) => rangeArg(r).type === AxisType.REDUCE);
-  if (!windows.length || !windows.every((r) => (constSize(r) ?? SMALL_WINDOW + 1) <= SMALL_WINDOW)) return [];
+  if (!windows.length || !windows.every(isSmallWindow)) return [];
   const copies = (r: UOp) => dividing(constSize(r)!, WINDOW_COPIES);
   const along = ranges
     .filter((r) => isLoop(r) && constSize(r) !== undefined && copies(r) !== undefined)
