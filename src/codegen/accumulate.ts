@@ -114,6 +114,14 @@ function shareLoops(ast: UOp, loops: readonly Loop[]): UOp {
 
 /** `chain`: each term of the reduced value is added to the accumulator in turn (a GPU's fused multiply-adds). */
 export function reduceToAccumulators(ast: UOp, chain = false): UOp {
-  const ctx: Ctx = { next: 0, loops: [], chain };
+  // after the registers STAGE holds its copies in
+  const held = ast
+    .toposort()
+    .filter((u) => u.op === Ops.PARAM && u.argOf(Ops.PARAM).addrspace === AddrSpace.REG);
+  const ctx: Ctx = {
+    next: Math.max(-1, ...held.map((u) => u.argOf(Ops.PARAM).slot as number)) + 1,
+    loops: [],
+    chain,
+  };
   return shareLoops(graphRewrite(ast, rules, { ctx, name: 'reduce to accumulators' }), ctx.loops);
 }

@@ -3,8 +3,9 @@
 // same bits as the same kernel unstaged, for random shapes, dtypes and opts; its CUDA C compiles with nvcc.
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { lowerKernel } from '../../src/codegen/index.ts';
-import type { Opt, Target } from '../../src/codegen/opt/opts.ts';
+import { lowerKernel, optimizable } from '../../src/codegen/index.ts';
+import { applyOpts, type Opt, type Target } from '../../src/codegen/opt/opts.ts';
+import { type StagePlan, stagePlan } from '../../src/codegen/opt/stage.ts';
 import { allocStorage, type DType, dtypes, readElement, writeElement } from '../../src/dtype.ts';
 import { targetOf } from '../../src/engine/compile.ts';
 import { scheduleOf } from '../../src/engine/realize.ts';
@@ -89,6 +90,14 @@ function worstPhase(linear: UOp): number {
   return worst;
 }
 
+const bufferOf = (index: UOp) => (index.src[0]!.op === Ops.AFTER ? index.src[0]!.src[0]! : index.src[0]!);
+
+/** A value read from a REG buffer, or a lane of one. */
+const fromRegister = (v: UOp): boolean =>
+  v.op === Ops.INDEX
+    ? fromRegister(v.src[0]!)
+    : v.op === Ops.LOAD && bufferOf(v.src[0]!).argOf(Ops.PARAM).addrspace === 'REG';
+
 /** Opts for a matmul kernel whose axes are M, N, K: a thread tile, a workgroup, an unrolled reduce step. */
 const plainOpts = fc.record({
   local: fc.constantFrom(2, 4),
@@ -152,6 +161,50 @@ describe('STAGE on SIMT', () => {
         },
       ),
       { numRuns: 6, seed: 13 },
+    );
+  });
+
+  it('stores a float32 A by columns where a thread reads rows of it, copied one iteration ahead through registers', () => {
+    fc.assert(
+      fc.property(
+        fc.constantFrom(16, 32),
+        fc.constantFrom(8, 16, 32),
+        fc.constantFrom(16, 32),
+        fc.constantFrom(1, 2, 4),
+        (M, K, N, unroll) => {
+          const k = matmul(M, K, N, dtypes.float32);
+          // a register block: 4 x 4 outputs a thread, 2 x 2 threads
+          const { opts, reduce } = splits(
+            k.ast,
+            [],
+            [
+              { axis: 2, factor: unroll, target: AxisType.UNROLL },
+              { axis: 1, factor: 4, target: AxisType.UPCAST },
+              { axis: 1, factor: 2, target: AxisType.LOCAL },
+              { axis: 0, factor: 4, target: AxisType.UPCAST },
+              { axis: 0, factor: 2, target: AxisType.LOCAL },
+            ],
+          );
+          const staged = run(k, [...opts, { op: 'STAGE', axis: reduce }]);
+          expect(staged.values).toEqual(run(k, opts).values);
+          // A by columns (a thread's 4 rows at one k neighbours, for one vector read), B by rows
+          const plan = stagePlan(
+            applyOpts(optimizable(k.ast, { target }), opts, target),
+            reduce,
+          ) as StagePlan;
+          expect(plan.tiles.map((t) => [t.buffer.argOf(Ops.PARAM).slot, t.transposed])).toEqual([
+            [1, true],
+            [2, false],
+          ]);
+          // what the tiles get each iteration, registers loaded the iteration before
+          const tileStores = staged.linear.src.filter(
+            (u) => u.op === Ops.STORE && bufferOf(u.src[0]!).argOf(Ops.PARAM).addrspace === 'LOCAL',
+          );
+          expect(tileStores.length).toBeGreaterThan(0);
+          expect(tileStores.every((u) => fromRegister(u.src[1]!))).toBe(true);
+        },
+      ),
+      { numRuns: 8, seed: 13 },
     );
   });
 

@@ -5,8 +5,10 @@
 // An operand read by many threads of the group (A by every warp along N) then leaves global memory once. The
 // tiles are double-buffered by the parity of the iteration (counting the reduce loops around the staged one), so
 // one BARRIER an iteration orders both hazards: a thread writes a buffer only after every thread passed the
-// BARRIER that follows the last reads of it. SIMT checks both in CI (test/codegen/stage.test.ts). With a depth,
-// the copies are asynchronous (cp.async) and run that many iterations ahead through more buffers (applyStage).
+// BARRIER that follows the last reads of it. SIMT checks both in CI (test/codegen/stage.test.ts). Synchronous
+// copies are loaded an iteration ahead into registers, so that a copy's latency hides behind the products; with a
+// depth, the copies are asynchronous (cp.async) and run that many iterations ahead through more buffers.
+// A tile whose threads read several of its rows at one column (A of a float32 matmul) is stored column by column.
 // Tile rows are padded by 16 bytes, so that the rows a warp reads together start in different banks; or, where
 // asked (`swizzle`) and a row of 16-bit elements is a power of two of 16-byte chunks, unpadded and XOR-swizzled
 // (ParamArg.swizzle), which also spreads a warp's copies of short rows (a 64-byte row of A's K) over all banks.
@@ -19,6 +21,7 @@ import { AxisType, Ops, type Swizzle } from '../../uop/ops.ts';
 import { substitute } from '../../uop/pattern.ts';
 import { UOp } from '../../uop/uop.ts';
 import { affine } from '../affine.ts';
+import { rangesOf } from '../scope.ts';
 import { constSize, kernelRanges, rangeArg } from './axes.ts';
 
 /** Axis types whose iterations a workgroup's threads or registers cover: a block of the kernel's work. */
@@ -30,6 +33,8 @@ const BLOCK: ReadonlySet<AxisType> = new Set([
 ]);
 /** Axis types whose iterations are the threads of a workgroup, the last one fastest. */
 const THREADS: ReadonlySet<AxisType> = new Set([AxisType.LOCAL, AxisType.WARP]);
+/** Loops around a sum of products, which a register holding its copies starts over in. */
+const AROUND: ReadonlySet<AxisType> = new Set([AxisType.LOOP, AxisType.REDUCE]);
 /** Bytes each thread copies at once (ld.global.v4, st.shared.v4). */
 const COPY_BYTES = 16;
 /** Bytes one asynchronous copy (cp.async) moves. */
@@ -78,6 +83,11 @@ interface Tile {
    * (c / columnBlock) rows columnBlock + r columnBlock + c % columnBlock), or undefined: whole rows.
    */
   columnBlock: number | undefined;
+  /**
+   * Stored column by column (element (r, c) at c pitch + r, `pitch` then the elements a column takes): where each
+   * thread reads several rows of one column at a time (readsDownColumns).
+   */
+  transposed: boolean;
   addresses: Address[];
 }
 
@@ -160,6 +170,25 @@ function fragmentPairs(addresses: readonly Address[], stride: number, fragments:
   );
 }
 
+/**
+ * Whether the threads read a tile down its columns: only reduce axes step its columns, and a register axis steps
+ * its rows one at a time (A of a float32 matmul, M by K, read as 4 rows of one k). Stored column by column, those
+ * rows are neighbours that a thread loads as one vector; stored by rows, a thread loads each row's run of k
+ * instead, as many vector loads, but the 4 x 4 products then take their operands from registers that ptxas
+ * places in the same bank, and the scheduler waits on them (H100, 4096^3 float32: 40.6 -> 44.9 TFLOP/s, stalls
+ * on dispatch 0.95 -> 0.61 an instruction, by Nsight Compute).
+ */
+function readsDownColumns(addresses: readonly Address[], stride: number): boolean {
+  const type = (t: UOp) => (t.op === Ops.RANGE ? rangeArg(t).type : undefined);
+  const reduce = (t: UOp) => type(t) === AxisType.REDUCE || type(t) === AxisType.UNROLL;
+  return addresses.every((a) => {
+    const [rows, cols] = place(a, stride);
+    return (
+      [...cols.keys()].every(reduce) && [...rows].some(([t, c]) => c === 1 && type(t) === AxisType.UPCAST)
+    );
+  });
+}
+
 /** The staged loads of one buffer as a tile, or why they cannot be. */
 function tileOf(
   buffer: UOp,
@@ -223,7 +252,7 @@ function tileOf(
   // tensor-core operands (16-bit), whose reads are matrix rows or element pairs inside a chunk: wider float32
   // vectors would span chunks that the swizzle moves apart
   const powerOfTwo = Number.isInteger(chunks) && (chunks & (chunks - 1)) === 0;
-  const tile = { buffer, base, ...rect, vector, pairs, addresses };
+  const tile = { buffer, base, ...rect, vector, pairs, addresses, transposed: false };
   if (swizzle && itemsize === 2 && !pairs && rect.stride !== Number.POSITIVE_INFINITY && powerOfTwo) {
     // the descriptor's blocks of 64 columns start on 8-row groups (1024 bytes), where the swizzle repeats
     const blocked =
@@ -243,6 +272,15 @@ function tileOf(
     return { ...tile, pitch: rect.cols, swizzle: layout, columnBlock: undefined };
   }
   const pad = Math.max(1, ROW_PAD_BYTES / itemsize);
+  // a column-by-column copy stores element by element, which an asynchronous copy cannot
+  if (
+    !async &&
+    !pairs &&
+    operandRows === undefined &&
+    rect.stride !== Number.POSITIVE_INFINITY &&
+    readsDownColumns(addresses, rect.stride)
+  )
+    return { ...tile, pitch: rect.rows + pad, swizzle: undefined, columnBlock: undefined, transposed: true };
   const pitch = pairs ? 2 * (rect.cols + pad) : rect.cols + pad;
   return { ...tile, pitch, swizzle: undefined, columnBlock: undefined };
 }
@@ -288,6 +326,8 @@ export interface StagePlan {
   threads: UOp[];
   /** Iterations the asynchronous copies run ahead (0: copies are synchronous, the tiles double-buffered). */
   depth: number;
+  /** The sum of products whose loads the tiles replace. */
+  reduce: UOp;
   bytes: number;
 }
 
@@ -338,14 +378,18 @@ export function stagePlan(ast: UOp, axis: number, depth = 0, swizzle = false): S
     .slice(1)
     .filter((r) => rangeArg(r).type === AxisType.REDUCE && rangeArg(r).id <= rangeArg(range).id)
     .sort((a, b) => rangeArg(a).id - rangeArg(b).id);
-  return { loops, tiles, threads, depth, bytes };
+  return { loops, tiles, threads, depth, bytes, reduce };
 }
 
 /** Elements of one of a tile's buffers. */
-const tileSize = (t: Tile) => (t.pairs ? t.rows / 2 : t.rows) * t.pitch;
+const tileSize = (t: Tile) => (t.transposed ? t.cols : t.pairs ? t.rows / 2 : t.rows) * t.pitch;
 
 /** Where the tile holds (row, col), both sums: rows in pairs interleave their elements. */
 function tileIndex(t: Tile, row: [Map<UOp, number>, number], column: [Map<UOp, number>, number]): UOp {
+  if (t.transposed)
+    return sum(...column)
+      .mul(t.pitch)
+      .add(sum(...row));
   if (t.columnBlock !== undefined)
     return sum(...row)
       .mul(t.columnBlock)
@@ -368,7 +412,7 @@ const lanes = (n: number) =>
 
 /**
  * The kernel with the plan's loads read from LOCAL tiles that the workgroup fills. Synchronous copies (depth 0)
- * fill buffer i % 2 in iteration i before its BARRIER. Asynchronous ones (depth d) are issued d iterations ahead:
+ * fill buffer i % 2 in iteration i before its BARRIER, from registers loaded in iteration i - 1. Asynchronous ones (depth d) are issued d iterations ahead:
  * iteration i issues the copy of iteration i + d into buffer (i + d) % (d + 2), whose last reads (iteration i - 2)
  * every thread finished before the BARRIER of iteration i - 1; its BARRIER first waits for all but the latest d
  * rounds of copies, so that iteration i's have landed. The first d iterations' tiles are copied synchronously in
@@ -404,6 +448,44 @@ export function applyStage(ast: UOp, plan: StagePlan): UOp {
     }
     return out;
   };
+  // registers that hold the next iteration's copies: numbered from 0 (accumulators come after them), each
+  // filled before the loops (in every iteration of the loops around them)
+  const around = [...rangesOf(plan.reduce)].filter((r) => AROUND.has(rangeArg(r).type));
+  let registers = 0;
+  const next = iteration.add(1);
+  /**
+   * Synchronous copies through registers: iteration i stores the chunks it holds (loaded in iteration i - 1, the
+   * first before the loops) into buffer i % 2, then loads iteration i + 1's, whose latency its reads and products
+   * hide (H100, 4096^3 float32, bench/gemm.ts: 45.0 -> 46.3 TFLOP/s; float16 1024^3 with tensor cores 80.9 ->
+   * 92.7). The loads are ordered after the stores that read the register, and both before the BARRIER.
+   */
+  const heldCopies = (tile: Tile, local: UOp, at: UOp): UOp[] => {
+    const first = substitute(tile.base, loopsAt(UOp.index(0)));
+    const ahead = substitute(tile.base, loopsAt(next));
+    const live = next.lt(total);
+    return chunksOf(tile, count, thread).flatMap((c) => {
+      const n = chunkLanes(tile);
+      const reg = UOp.make(Ops.PARAM, [UOp.shapeVec([n])], {
+        slot: registers++,
+        dtype: tile.buffer.dtype,
+        addrspace: AddrSpace.REG,
+      });
+      const whole = n === 1 ? UOp.index(0) : lanes(n);
+      const home = around.length ? UOp.make(Ops.AFTER, [reg, ...around]) : reg;
+      const init = UOp.make(Ops.STORE, [
+        UOp.make(Ops.INDEX, [home, whole]),
+        chunkValue(tile, first, c, c.gate),
+      ]);
+      const held = UOp.make(Ops.INDEX, [UOp.make(Ops.AFTER, [reg, init, ...loops]), whole]);
+      const put = chunkStores(tile, local, at, c, UOp.make(Ops.LOAD, [held]));
+      const gate = c.gate ? c.gate.and(live) : live;
+      const load = UOp.make(Ops.STORE, [
+        UOp.make(Ops.INDEX, [UOp.make(Ops.AFTER, [reg, init, ...loops, ...put]), whole]),
+        chunkValue(tile, ahead, c, gate),
+      ]);
+      return [...put, load];
+    });
+  };
   const stores: UOp[] = [];
   const reads: [UOp, Address, UOp][] = [];
   plan.tiles.forEach((tile, i) => {
@@ -414,8 +496,7 @@ export function applyStage(ast: UOp, plan: StagePlan): UOp {
       addrspace: AddrSpace.LOCAL,
       swizzle: tile.swizzle,
     });
-    if (depth === 0)
-      stores.push(...copies(tile, local, tile.base, iteration.mod(2).mul(size), count, thread));
+    if (depth === 0) stores.push(...heldCopies(tile, local, iteration.mod(2).mul(size)));
     else {
       const ahead = iteration.add(depth);
       const base = substitute(tile.base, loopsAt(ahead));
@@ -473,43 +554,72 @@ function blockOf(tile: Tile, v: UOp): UOp {
     .add(v.mod(perBlock).mul(tile.vector));
 }
 
-/**
- * The stores that copy a tile of the buffer from `base` into `local` from element `at`: vector q of the tile
- * (q = j * threads + thread) from row q / (cols / vector), or from the two rows of pair q / (cols / vector)
- * interleaved.
- */
-function copies(tile: Tile, local: UOp, base: UOp, at: UOp, count: number, thread: UOp): UOp[] {
-  const { rows, cols, pitch, vector, stride, pairs } = tile;
-  const perRow = cols / vector;
-  const chunks = ((pairs ? rows / 2 : rows) * cols) / vector;
-  const lanesOf = (x: UOp, n: number) => (n === 1 ? x : UOp.make(Ops.ADD, [x, lanes(n)]));
-  const stores: UOp[] = [];
-  for (let j = 0; j * count < chunks; j++) {
-    const q = thread.add(j * count);
-    // the last round of copies may have fewer vectors than threads: the others skip it
-    const gate = (j + 1) * count > chunks ? q.lt(chunks) : undefined;
-    const [row, col] = [q.idiv(perRow), q.mod(perRow).mul(vector)];
-    const read = (r: UOp) => {
-      const from = base.add(stride === Number.POSITIVE_INFINITY ? col : r.mul(stride).add(col));
-      const source = UOp.make(Ops.INDEX, [tile.buffer, lanesOf(from, vector)]);
-      return UOp.make(Ops.LOAD, gate ? [source, UOp.const(tile.buffer.dtype, 0), gate] : [source]);
-    };
-    let value = read(pairs ? row.mul(2) : row);
-    // (one product, so that the renderer sees the vector's alignment)
-    const to =
-      tile.columnBlock === undefined
-        ? at.add(row.mul(pitch)).add(pairs ? q.mod(perRow).mul(2 * vector) : col)
-        : at.add(row.mul(tile.columnBlock)).add(blockOf(tile, q.mod(perRow)));
-    if (pairs) {
-      const [even, odd] = [value, read(row.mul(2).add(1))];
-      const lane = (v: UOp, i: number) => (vector === 1 ? v : UOp.make(Ops.INDEX, [v, UOp.index(i)]));
-      value = UOp.make(
-        Ops.STACK,
-        Array.from({ length: 2 * vector }, (_, i) => lane(i % 2 ? odd : even, i >> 1)),
-      );
-    }
-    const target = UOp.make(Ops.INDEX, [local, lanesOf(to, pairs ? 2 * vector : vector)]);
-    stores.push(UOp.make(Ops.STORE, gate ? [target, value, gate] : [target, value]));
-  }
-  return stores;
+/** One vector of a tile's copy: the q-th (q = j * threads + thread), from `row` at `col`; `gate` where a partial round. */
+interface Chunk {
+  q: UOp;
+  row: UOp;
+  col: UOp;
+  gate: UOp | undefined;
 }
+
+/** The vectors each thread copies of a tile, round by round: of one row, or of a pair of rows interleaved. */
+function chunksOf(tile: Tile, count: number, thread: UOp): Chunk[] {
+  const perRow = tile.cols / tile.vector;
+  const total = ((tile.pairs ? tile.rows / 2 : tile.rows) * tile.cols) / tile.vector;
+  const out: Chunk[] = [];
+  for (let j = 0; j * count < total; j++) {
+    const q = thread.add(j * count);
+    // the last round may have fewer vectors than threads: the others skip it
+    const gate = (j + 1) * count > total ? q.lt(total) : undefined;
+    out.push({ q, row: q.idiv(perRow), col: q.mod(perRow).mul(tile.vector), gate });
+  }
+  return out;
+}
+
+const lanesOf = (x: UOp, n: number) => (n === 1 ? x : UOp.make(Ops.ADD, [x, lanes(n)]));
+
+/** Lanes of a chunk's value: a vector, or two interleaved where rows pair. */
+const chunkLanes = (tile: Tile) => (tile.pairs ? 2 * tile.vector : tile.vector);
+
+/** What a chunk copies from the tile of the buffer at `base` (loads gated by `gate` where given). */
+function chunkValue(tile: Tile, base: UOp, c: Chunk, gate: UOp | undefined): UOp {
+  const { vector, stride } = tile;
+  const read = (r: UOp) => {
+    const from = base.add(stride === Number.POSITIVE_INFINITY ? c.col : r.mul(stride).add(c.col));
+    const source = UOp.make(Ops.INDEX, [tile.buffer, lanesOf(from, vector)]);
+    return UOp.make(Ops.LOAD, gate ? [source, UOp.const(tile.buffer.dtype, 0), gate] : [source]);
+  };
+  if (!tile.pairs) return read(c.row);
+  const [even, odd] = [read(c.row.mul(2)), read(c.row.mul(2).add(1))];
+  const lane = (v: UOp, i: number) => (vector === 1 ? v : UOp.make(Ops.INDEX, [v, UOp.index(i)]));
+  return UOp.make(
+    Ops.STACK,
+    Array.from({ length: 2 * vector }, (_, i) => lane(i % 2 ? odd : even, i >> 1)),
+  );
+}
+
+/** The stores of a chunk's `value` into `local` from element `at`: one vector, or (transposed) one an element. */
+function chunkStores(tile: Tile, local: UOp, at: UOp, c: Chunk, value: UOp): UOp[] {
+  const { pitch, vector, pairs } = tile;
+  const store = (target: UOp, v: UOp) => UOp.make(Ops.STORE, c.gate ? [target, v, c.gate] : [target, v]);
+  if (tile.transposed)
+    return Array.from({ length: vector }, (_, i) =>
+      store(
+        UOp.make(Ops.INDEX, [local, at.add(c.col.add(i).mul(pitch)).add(c.row)]),
+        vector === 1 ? value : UOp.make(Ops.INDEX, [value, UOp.index(i)]),
+      ),
+    );
+  const perRow = tile.cols / vector;
+  // (one product, so that the renderer sees the vector's alignment)
+  const to =
+    tile.columnBlock === undefined
+      ? at.add(c.row.mul(pitch)).add(pairs ? c.q.mod(perRow).mul(2 * vector) : c.col)
+      : at.add(c.row.mul(tile.columnBlock)).add(blockOf(tile, c.q.mod(perRow)));
+  return [store(UOp.make(Ops.INDEX, [local, lanesOf(to, chunkLanes(tile))]), value)];
+}
+
+/** The stores that copy a tile of the buffer from `base` into `local` from element `at`. */
+const copies = (tile: Tile, local: UOp, base: UOp, at: UOp, count: number, thread: UOp): UOp[] =>
+  chunksOf(tile, count, thread).flatMap((c) =>
+    chunkStores(tile, local, at, c, chunkValue(tile, base, c, c.gate)),
+  );
