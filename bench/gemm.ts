@@ -79,7 +79,7 @@ const VARIANTS: Record<string, Opt[]> = {
     split(0, 2, 'UPCAST'),
     split(7, 4, 'UNROLL'),
     split(7, 4, 'UNROLL'),
-    { op: 'STAGE', axis: 7, depth: 1 },
+    { op: 'STAGE', axis: 7 },
   ],
   f32stage: [
     split(1, 4, 'UPCAST'),
