@@ -7,7 +7,7 @@ import { fileURLToPath } from 'node:url';
 import { beamStore } from './codegen/opt/search.ts';
 import { loweringStore } from './engine/compile.ts';
 import { useNativeSha256 } from './helpers.ts';
-import { readCachedText, writeCachedText } from './runtime/diskcache.ts';
+import { readCachedText, readPackedText, writeCachedText, writePackedTexts } from './runtime/diskcache.ts';
 import './runtime/node.ts';
 
 // content keys hash many short strings: Node's one-shot native hash (20.12 on) takes 0.4 us for what the JS one
@@ -33,5 +33,6 @@ function codeVersion(): string {
 
 const loweredKey = (key: string) =>
   crypto.createHash('sha256').update(codeVersion()).update(key).digest('hex');
-loweringStore.read = (key) => readCachedText(loweredKey(key), '.lowered.json');
-loweringStore.write = (key, text) => writeCachedText(loweredKey(key), '.lowered.json', text);
+loweringStore.read = (key) => readPackedText(loweredKey(key), '.lowered.json');
+loweringStore.write = (entries) =>
+  writePackedTexts(new Map([...entries].map(([key, text]) => [loweredKey(key), text])), '.lowered.json');

@@ -92,12 +92,28 @@ export function compileKernels(asts: readonly UOp[], device: string): Compiled[]
     if (results[i] === undefined) missing.set(keys[i]!, ast);
   });
   if (missing.size === 0) return results as Compiled[];
-  // each is lowered when the device asks for it: one compiling in the background overlaps the two
+  // each is lowered when the device asks for it: one compiling in the background overlaps the two; the kernels
+  // lowered are stored together once the last one is (while the compilers still run)
   const t0 = performance.now();
   const lowered: ReturnType<typeof lower>[] = [];
-  const compiled = backend.compileMany(
-    [...missing.values()].map((ast, i) => () => (lowered[i] = lowerOrRead(ast, device, backend))),
-  );
+  const stored = new Map<string, string>();
+  let left = missing.size;
+  const store = () => {
+    if (stored.size > 0) loweringStore.write(stored);
+    stored.clear();
+  };
+  let compiled: (Program | Error)[];
+  try {
+    compiled = backend.compileMany(
+      [...missing.values()].map((ast, i) => () => {
+        lowered[i] = lowerOrRead(ast, device, backend, stored);
+        if (--left === 0) store();
+        return lowered[i];
+      }),
+    );
+  } finally {
+    store();
+  }
   const made = new Map<string, Compiled>();
   let error: Error | undefined;
   [...missing.keys()].forEach((key, i) => {
@@ -132,7 +148,8 @@ interface Lowered {
  */
 export const loweringStore: {
   read(key: string): string | undefined;
-  write(key: string, text: string): void;
+  /** Stores several lowered kernels (key to text) at once: one file for all of them (src/node.ts). */
+  write(entries: ReadonlyMap<string, string>): void;
 } = {
   read: () => undefined,
   write: () => {},
@@ -140,12 +157,12 @@ export const loweringStore: {
 
 /**
  * The kernel lowered by an earlier process with the same device target and settings (every ContextVar but
- * DEBUG), else lowered now and stored: a warm start skips the optimizer, the lowering and the renderer (the
+ * DEBUG), else lowered now and added to `stored` (written by compileKernels): a warm start skips the optimizer, the lowering and the renderer (the
  * transformer step's 114 kernels took 2.4 s of CPU there, about all of its warm first step's lead on later steps).
  * DEBUG=3 and above lower anew, as they print what lowering does, and so do kernels whose language has a
  * render observer (it gets the linear program, which is not stored).
  */
-function lowerOrRead(ast: UOp, device: string, backend: Backend): Lowered {
+function lowerOrRead(ast: UOp, device: string, backend: Backend, stored: Map<string, string>): Lowered {
   // first: a device without a renderer is refused even where a kernel was stored when it had one
   const { render } = rendererOf(device, backend);
   const language = backend.language()!;
@@ -159,7 +176,7 @@ function lowerOrRead(ast: UOp, device: string, backend: Backend): Lowered {
   const text = loweringStore.read(key);
   if (text !== undefined) return JSON.parse(text) as Lowered;
   const made = lower(ast, device, backend);
-  loweringStore.write(key, JSON.stringify(made));
+  stored.set(key, JSON.stringify(made));
   return made;
 }
 

@@ -120,20 +120,25 @@ export function publishFile(file: string, keys: readonly string[], ext: string):
   appendFileSync(file, trailer(readFileSync(file)), 'latin1');
   return keys.map((key) => {
     const path = join(cacheDir(), key + ext);
-    publish(path, (tmp) => {
-      try {
-        linkSync(file, tmp);
-      } catch {
-        copyFileSync(file, tmp);
-      }
-    });
+    publish(path, (tmp) => linkOrCopy(file, tmp));
     return path;
   });
 }
 
+function linkOrCopy(from: string, to: string): void {
+  try {
+    linkSync(from, to);
+  } catch {
+    copyFileSync(from, to);
+  }
+}
+
+/** A name beside path that no other build (in this process or another) uses. */
+const tempName = (path: string) => `${path}.${process.pid}-${randomBytes(4).toString('hex')}.tmp`;
+
 // build beside the entry and rename over it: readers see the old entry or the whole new one, never a part
 function publish(path: string, build: (out: string) => void): void {
-  const tmp = `${path}.${process.pid}-${randomBytes(4).toString('hex')}.tmp`;
+  const tmp = tempName(path);
   try {
     build(tmp);
     renameSync(tmp, path);
@@ -152,6 +157,51 @@ export function writeCachedText(key: string, ext: string, text: string): void {
   const dir = CACHELEVEL.value > 0 ? writableDir(cacheDir()) : undefined;
   if (dir !== undefined)
     publish(join(dir, key + ext), (out) => writeFileSync(out, text + trailer(Buffer.from(text))));
+}
+
+/**
+ * Stores several text entries (key to text) as one file, published under each key's name by a hard link (else a
+ * copy): creating a file costs about 0.4 ms of CPU on an ext4 disk, a link 15 us, and a first step lowers 30-140
+ * kernels. Read back with readPackedText.
+ */
+export function writePackedTexts(entries: ReadonlyMap<string, string>, ext: string): void {
+  const dir = CACHELEVEL.value > 0 ? writableDir(cacheDir()) : undefined;
+  if (dir === undefined || entries.size === 0) return;
+  const body = JSON.stringify(Object.fromEntries(entries));
+  const [first] = entries.keys();
+  const pack = tempName(join(dir, first + ext));
+  try {
+    writeFileSync(pack, body + trailer(Buffer.from(body)));
+    for (const key of entries.keys()) publish(join(dir, key + ext), (tmp) => linkOrCopy(pack, tmp));
+  } finally {
+    rmSync(pack, { force: true });
+  }
+}
+
+/** Packs read in this process, by file identity: a pack is one file under many keys, read and parsed once. */
+const packs = new Map<string, Record<string, string>>();
+const PACKS_KEPT = 16;
+
+/** The text writePackedTexts stored for `key`, or undefined when there is none (or its file is corrupt). */
+export function readPackedText(key: string, ext: string): string | undefined {
+  if (CACHELEVEL.value <= 0) return undefined;
+  let id: string;
+  try {
+    const s = statSync(join(cacheDir(), key + ext), { bigint: true });
+    id = `${s.dev}:${s.ino}:${s.size}:${s.mtimeNs}`;
+  } catch {
+    return undefined;
+  }
+  let pack = packs.get(id);
+  if (pack !== undefined) cacheStats.hits++;
+  else {
+    const body = cachedBody(key, ext);
+    if (body === undefined) return undefined;
+    pack = JSON.parse(body.toString('utf8')) as Record<string, string>;
+    if (packs.size >= PACKS_KEPT) packs.delete(packs.keys().next().value!);
+    packs.set(id, pack);
+  }
+  return Object.hasOwn(pack, key) ? pack[key] : undefined;
 }
 
 function writableDir(dir: string): string | undefined {

@@ -24,8 +24,10 @@ import {
   cacheStats,
   publishFile,
   readCachedText,
+  readPackedText,
   withBuildDir,
   writeCachedText,
+  writePackedTexts,
 } from '../../src/runtime/diskcache.ts';
 
 const dirs: string[] = [];
@@ -135,6 +137,34 @@ describe('cached text entries', () => {
     const off = freshDir();
     Context.with({ CACHEDIR: off, CACHELEVEL: 0 }, () => writeCachedText('t2', '.json', '[]'));
     expect(readdirSync(off)).toEqual([]);
+  });
+});
+
+describe('packed text entries', () => {
+  it('are one file under every key, each key reading back its own text; a damaged pack reads as none', () => {
+    const dir = freshDir();
+    Context.with({ CACHEDIR: dir }, () => {
+      writePackedTexts(
+        new Map([
+          ['p1', '{"a":1}'],
+          ['p2', 'é'],
+        ]),
+        '.json',
+      );
+      expect(readdirSync(dir).sort()).toEqual(['p1.json', 'p2.json']);
+      expect(statSync(join(dir, 'p1.json')).ino).toBe(statSync(join(dir, 'p2.json')).ino);
+      expect(readPackedText('p1', '.json')).toBe('{"a":1}');
+      expect(readPackedText('p2', '.json')).toBe('é');
+      expect(readPackedText('p3', '.json')).toBeUndefined();
+      // a later pack under one of the keys replaces that key's entry only
+      writePackedTexts(new Map([['p2', 'new']]), '.json');
+      expect(readPackedText('p2', '.json')).toBe('new');
+      expect(readPackedText('p1', '.json')).toBe('{"a":1}');
+      const path = join(dir, 'p1.json');
+      writeFileSync(path, readFileSync(path, 'utf8').replace('1', '2'));
+      expect(readPackedText('p1', '.json')).toBeUndefined();
+      expect(Context.with({ CACHELEVEL: 0 }, () => readPackedText('p2', '.json'))).toBeUndefined();
+    });
   });
 });
 
