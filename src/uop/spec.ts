@@ -76,12 +76,18 @@ export function verify(sink: UOp, stage: Stage): void {
   const root = ROOTS[stage];
   if (root !== undefined && sink.op !== root)
     throw invalid(`${stage} spec`, sink, `the root of a ${stage} graph must be a ${opName(root)}`);
-  // sources come before their users, so the first invalid node found is the deepest cause
-  for (const u of sink.toposort()) {
+  // sources come before their users, so the first invalid node found is the deepest cause; a node is marked
+  // valid only once all under it was, so the walk stops at marked nodes (kernels share their indices, constants
+  // and buffers, and nodes never change)
+  const bit = STAGE_BITS[stage];
+  for (const u of sink.toposort((x) => (x._valid & bit) !== 0)) {
     const why = rejection(u, stage);
     if (why !== undefined) throw invalid(`${stage} spec`, u, why);
+    u._valid |= bit;
   }
 }
+
+const STAGE_BITS: Readonly<Record<Stage, number>> = { tensor: 1, kernel: 2, linear: 4 };
 
 /** Verifies at a stage boundary when SPEC >= 1 (the compiler's stages call this). */
 export function verifyStage(sink: UOp, stage: Stage): void {

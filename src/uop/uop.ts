@@ -46,6 +46,8 @@ export class UOp {
   _sizes: readonly sint[] | undefined = undefined;
   /** @internal the last toposort that reached this node (a mark, not a set: the walk is the hot loop of every pass) */
   _visit = 0;
+  /** @internal the spec stages (a bit each, src/uop/spec.ts) that found this node and all under it valid */
+  _valid = 0;
   /** @internal the rule table of the last pure graphRewrite that reached this node, and what it rewrote it to */
   _rewrittenBy: object | undefined = undefined;
   _rewritten: UOp | undefined = undefined;
@@ -223,10 +225,14 @@ export class UOp {
     return this.argOf(Ops.CONST).value;
   }
 
-  /** Every node this one depends on, itself last, sources before users (no recursion). */
-  toposort(): UOp[] {
+  /**
+   * Every node this one depends on, itself last, sources before users (no recursion); with `stop`, the nodes it
+   * picks are left out, and what is only under them.
+   */
+  toposort(stop?: (u: UOp) => boolean): UOp[] {
     const visit = ++visits;
     const out: UOp[] = [];
+    if (stop?.(this)) return out;
     const nodes: UOp[] = [this];
     const next: number[] = [0];
     this._visit = visit;
@@ -237,7 +243,7 @@ export class UOp {
       if (i < u.src.length) {
         next[top] = i + 1;
         const s = u.src[i]!;
-        if (s._visit !== visit) {
+        if (s._visit !== visit && (stop === undefined || !stop(s))) {
           s._visit = visit;
           nodes.push(s);
           next.push(0);
