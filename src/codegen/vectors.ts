@@ -76,14 +76,27 @@ export function stride(idx: UOp, r: UOp): number | undefined {
   return offsets?.length === 1 ? 0 : offsets?.[1]; // one offset: idx does not read r
 }
 
+/**
+ * contiguousLanes's answers by address, for as long as the address lives: the heuristics ask the same question of
+ * a kernel's loads again and again (the transformer step: 467 asked, 113 different).
+ */
+const contiguous = new WeakMap<UOp, Map<string, boolean>>();
+
 /** Whether idx reads contiguous elements along the lanes of range r split by `lanes` (as the lowering will). */
 export function contiguousLanes(idx: UOp, r: UOp, lanes: number): boolean {
   const n = Number(r.src[0]!.constValue);
   if (n % lanes !== 0) return false;
-  // ranges for the analysis only: ids no kernel uses
-  const [outer, inner] = [UOp.range(n / lanes, 1e9), UOp.range(lanes, 1e9 + 1)];
-  const split = substitute(idx, new Map([[r, outer.mul(lanes).add(inner)]]));
-  return stride(simplifyGraph(split, 'split lanes'), inner) === 1;
+  let known = contiguous.get(idx);
+  if (known === undefined) contiguous.set(idx, (known = new Map()));
+  const key = `${r.id}:${lanes}`;
+  let answer = known.get(key);
+  if (answer === undefined) {
+    // ranges for the analysis only: ids no kernel uses
+    const [outer, inner] = [UOp.range(n / lanes, 1e9), UOp.range(lanes, 1e9 + 1)];
+    const split = substitute(idx, new Map([[r, outer.mul(lanes).add(inner)]]));
+    known.set(key, (answer = stride(simplifyGraph(split, 'split lanes'), inner) === 1));
+  }
+  return answer;
 }
 
 /** idx in the form base + VCONST(offsets), or undefined when it is not affine in the lanes. */
