@@ -124,16 +124,24 @@ function rebuildAt(root: UOp, at: (x: UOp) => UOp | undefined): UOp {
       continue;
     }
     const given = at(x);
-    const pending = given === undefined ? x.src.filter((s) => !out.has(s)) : [];
-    if (pending.length) {
-      stack.push(...pending);
-      continue;
-    }
+    let ready = true;
+    if (given === undefined)
+      for (const s of x.src)
+        if (!out.has(s)) {
+          stack.push(s);
+          ready = false;
+        }
+    if (!ready) continue;
     stack.pop();
     if (given !== undefined) out.set(x, given);
     else {
-      const src = x.src.map((s) => out.get(s)!);
-      out.set(x, src.every((s, i) => s === x.src[i]) ? x : x.withFreshSrc(src));
+      let src: UOp[] | undefined;
+      for (let i = 0; i < x.src.length; i++) {
+        const s = out.get(x.src[i]!)!;
+        if (s !== x.src[i] && src === undefined) src = x.srcHead(i);
+        src?.push(s);
+      }
+      out.set(x, src === undefined ? x : x.withFreshSrc(src));
     }
   }
   return out.get(root)!;

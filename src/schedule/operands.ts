@@ -62,9 +62,13 @@ function paddedView(side: UOp): UOp | undefined {
  * folding would (src/uop/alu.ts); undefined where a node is not plain arithmetic on constants, ranges and
  * variables (a slice's start, callify.ts: taken at its least, as steps between addresses do not depend on it).
  */
-function evaluate(idx: UOp, values: ReadonlyMap<UOp, number>): number | undefined {
+function evaluate(
+  idx: UOp,
+  values: ReadonlyMap<UOp, number>,
+  order: readonly UOp[] = idx.toposort(),
+): number | undefined {
   const known = new Map<UOp, ConstValue | undefined>();
-  for (const u of idx.toposort()) {
+  for (const u of order) {
     let v: ConstValue | undefined;
     if (u.op === Ops.CONST) v = u.constValue;
     else if (u.op === Ops.RANGE) v = values.get(u);
@@ -109,18 +113,22 @@ function laneAxis(
   if (load === undefined || typeof v.shape!.at(-1) !== 'number') return undefined;
   const address = addressOf(load);
   const other = lowered[1 - side]!.toposort();
+  // each address's nodes and ranges, walked once for all the steps asked of it
+  const walks = new Map<UOp, { order: UOp[]; ranges: UOp[] }>();
+  const walk = (a: UOp) => {
+    let w = walks.get(a);
+    if (w === undefined) {
+      const order = a.toposort();
+      walks.set(a, (w = { order, ranges: order.filter((l) => l.op === Ops.RANGE) }));
+    }
+    return w;
+  };
   // every range at 0 but r at 1 (the ranges of a reduce inside a side too)
-  const at = (a: UOp, r?: UOp) =>
-    new Map(
-      a
-        .toposort()
-        .filter((l) => l.op === Ops.RANGE)
-        .map((l) => [l, l === r ? 1 : 0]),
-    );
+  const at = (a: UOp, r?: UOp) => new Map(walk(a).ranges.map((l) => [l, l === r ? 1 : 0]));
   const origins = new Map<UOp, number | undefined>();
   const step = (a: UOp, r: UOp) => {
-    if (!origins.has(a)) origins.set(a, evaluate(a, at(a)));
-    const [from, to] = [origins.get(a), evaluate(a, at(a, r))];
+    if (!origins.has(a)) origins.set(a, evaluate(a, at(a), walk(a).order));
+    const [from, to] = [origins.get(a), evaluate(a, at(a, r), walk(a).order)];
     return from === undefined || to === undefined ? undefined : to - from;
   };
   // none where the other side has vectors already: an output axis only it reads, contiguously
@@ -132,7 +140,7 @@ function laneAxis(
       !reduced.includes(i) &&
       !mine.includes(r) &&
       (m.shape![i] as number) % MIN_LANES === 0 &&
-      otherLoads.every((a) => !a.toposort().includes(r) || step(a, r) === 1),
+      otherLoads.every((a) => !walk(a).ranges.includes(r) || step(a, r) === 1),
   );
   if (otherLanes) return undefined;
   // nor where every load reads the innermost reduce axis in whole vectors (A @ B^T: the tiles take lanes there)
@@ -201,8 +209,13 @@ export function storeOperands(sink: UOp, gpu: boolean): UOp {
   for (const r of relaid) relays.set(r.m, [...(relays.get(r.m) ?? []), r]);
   const rebuilt = new Map<UOp, UOp>();
   for (const u of sink.toposort()) {
-    const src = u.src.map((x) => rebuilt.get(x)!);
-    let w = src.every((x, i) => x === u.src[i]) ? u : u.withSrc(src);
+    let src: UOp[] | undefined;
+    for (let i = 0; i < u.src.length; i++) {
+      const x = rebuilt.get(u.src[i]!)!;
+      if (x !== u.src[i] && src === undefined) src = u.srcHead(i);
+      src?.push(x);
+    }
+    let w = src === undefined ? u : u.withFreshSrc(src);
     for (const { side, v, axis } of relays.get(u) ?? []) {
       const n = v.shape!.length;
       const order = [...Array(n).keys()].filter((k) => k !== axis).concat(axis);

@@ -41,10 +41,21 @@ function replaceRange(ast: UOp, r: UOp, outer: UOp, inner: UOp, expr: UOp, renum
       out.set(u, renamed);
       continue;
     }
-    let src = u.src.map((s) => out.get(s)!);
-    if (u.op === Ops.END || u.op === Ops.REDUCE)
-      src = [src[0]!, ...u.src.slice(1).flatMap((s, i) => (s === r ? [outer, inner] : [src[i + 1]!]))];
-    out.set(u, src.every((s, i) => s === u.src[i]) ? u : u.withSrc(src));
+    // a new source list only where a source changed (most nodes of a kernel keep theirs)
+    const closes = u.op === Ops.END || u.op === Ops.REDUCE;
+    let src: UOp[] | undefined;
+    for (let i = 0; i < u.src.length; i++) {
+      const s = u.src[i]!;
+      if (closes && i > 0 && s === r) {
+        src ??= u.srcHead(i);
+        src.push(outer, inner);
+        continue;
+      }
+      const x = out.get(s)!;
+      if (x !== s && src === undefined) src = u.srcHead(i);
+      src?.push(x);
+    }
+    out.set(u, src === undefined ? u : u.withFreshSrc(src));
   }
   return out.get(ast)!;
 }
