@@ -454,14 +454,15 @@ export function graphRewrite<C>(root: UOp, pm: PatternMatcher<C>, opts: RewriteO
       for (let i = u.src.length - 1; i >= 0; i--) if (!done.has(u.src[i]!)) push(u.src[i]!);
     } else if (st === 1) {
       const u = cur[top]!;
-      let changed = false;
-      const src = new Array<UOp>(u.src.length);
+      // a new source list only once a source changed: most nodes a pass visits keep theirs
+      let src: UOp[] | undefined;
       for (let i = 0; i < u.src.length; i++) {
         const s = done.get(u.src[i]!)!;
-        src[i] = s;
-        if (s !== u.src[i]) changed = true;
+        if (s !== u.src[i] && src === undefined) src = u.srcHead(i);
+        src?.push(s);
       }
-      const rebuilt = changed ? u.withFreshSrc(src) : opts.bottomUp ? undefined : pm.rewrite(u, ctx);
+      const rebuilt =
+        src !== undefined ? u.withFreshSrc(src) : opts.bottomUp ? undefined : pm.rewrite(u, ctx);
       if (rebuilt === undefined) finish(n, u);
       else {
         stage[top] = 2;
