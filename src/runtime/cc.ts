@@ -262,9 +262,12 @@ export class UnitBuilds<K extends UnitKernel> {
       this.runs.waitForLane();
       const share = Math.max(this.bytes / this.lanes, SHARE_BYTES);
       let take = 0;
-      for (let b = 0; take < this.next.length && (take === 0 || b < share); take++)
+      let b = 0;
+      for (; take < this.next.length && (take === 0 || b < share); take++)
         b += this.next[take]!.source.length;
-      this.startNext(take);
+      // nor is less than a share left behind for a unit of its own (the transformer step's last unit was one
+      // kernel of 6 KB, a process of its own at the very end)
+      this.startNext(this.bytes - b < SHARE_BYTES ? this.next.length : take);
     }
     const built = this.started.map(({ unit, slot }) => ({ ...unit, error: this.outcome(unit, slot) }));
     const failed = built.filter((u) => u.error !== undefined && u.kernels.length > 1);

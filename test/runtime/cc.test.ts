@@ -157,4 +157,10 @@ describe('compiler units', () => {
       ['k10', 'k11'],
     ]);
   });
+
+  it('leave no less than a share behind for a process of its own', () => {
+    // a share of 32 KB took the 40 KB kernel, and the 5 KB one was a unit alone
+    expect(unitsOf([40_000, 5_000]).slice(2)).toEqual([['k8', 'k9']]);
+    expect(unitsOf([40_000, 40_000]).slice(2)).toEqual([['k8'], ['k9']]);
+  });
 });
