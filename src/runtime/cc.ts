@@ -214,10 +214,11 @@ const SHARE_BYTES = 32 * 1024;
 const QUEUED_UNIT_BYTES = 128 * 1024;
 
 /**
- * Compiles kernels as they are added, in the background, in units of several kernels: a unit starts whenever a
- * compiler lane is free and FIRST_UNIT kernels wait, or is queued once QUEUED_UNIT_BYTES of C wait, so that the
- * compilers work while the caller renders the next kernels; `finish` shares what is left between the lanes as
- * they free, by bytes of source, SHARE_BYTES at least. A unit holds at most CC_BATCH kernels and its lane's share
+ * Compiles kernels as they are added, in the background, in units of several kernels: while FIRST_UNIT or more
+ * are still to come, a unit starts whenever a compiler lane is free and FIRST_UNIT kernels wait, or is queued once
+ * QUEUED_UNIT_BYTES of C wait, so that the compilers work while the caller renders the next kernels; `finish`
+ * shares what is left between the lanes as they free, by bytes of source, SHARE_BYTES at least (no less left
+ * behind). A unit holds at most CC_BATCH kernels and its lane's share
  * of the `count` that may come; a kernel of over UNIT_BYTES is alone (README, "Compiling kernels", says what this
  * gains). `finish` waits for all; a unit that failed is built again kernel by kernel, so that each error is its
  * kernel's own. `libraryOf` names a unit's library.
@@ -229,6 +230,8 @@ export class UnitBuilds<K extends UnitKernel> {
   private readonly started: { unit: Unit & { kernels: K[] }; slot: number }[] = [];
   private next: K[] = [];
   private bytes = 0;
+  /** Kernels still to come. */
+  private left: number;
 
   constructor(
     private readonly cc: CCompiler,
@@ -239,14 +242,20 @@ export class UnitBuilds<K extends UnitKernel> {
   ) {
     this.most = fixed ?? Math.max(1, Math.min(CC_BATCH.value, Math.ceil(count / this.lanes)));
     this.runs = new CompilerRuns(count, this.lanes);
+    this.left = count;
   }
 
   add(kernel: K): void {
     if (this.next.length >= this.most || this.bytes + kernel.source.length > UNIT_BYTES) this.startNext();
     this.next.push(kernel);
     this.bytes += kernel.source.length;
+    this.left--;
+    // with fewer than FIRST_UNIT kernels to come, what waits is left to finish, which shares it out with them:
+    // started or queued, it left the last kernels a process of their own (beautiful_mnist's step: one kernel of
+    // 4 KB after a unit of 130 KB; the MLP's: one of 5 KB after a unit of 4 kernels)
     if (
       this.fixed === undefined &&
+      this.left >= FIRST_UNIT &&
       ((this.next.length >= FIRST_UNIT && this.runs.laneFree()) || this.bytes >= QUEUED_UNIT_BYTES)
     )
       this.startNext();

@@ -159,8 +159,16 @@ describe('compiler units', () => {
   });
 
   it('leave no less than a share behind for a process of its own', () => {
-    // a share of 32 KB took the 40 KB kernel, and the 5 KB one was a unit alone
-    expect(unitsOf([40_000, 5_000]).slice(2)).toEqual([['k8', 'k9']]);
-    expect(unitsOf([40_000, 40_000]).slice(2)).toEqual([['k8'], ['k9']]);
+    // a share of 32 KB took the 40 KB kernel, and the rest, 5 KB, was a unit alone
+    expect(unitsOf([40_000, 0, 0, 0, 5_000]).slice(2)).toEqual([['k8', 'k9', 'k10', 'k11', 'k12']]);
+    expect(unitsOf([40_000, 0, 0, 0, 40_000]).slice(2)).toEqual([
+      ['k8', 'k9', 'k10'],
+      ['k11', 'k12'],
+    ]);
+  });
+
+  it('queue no unit while fewer than 4 kernels are to come: they join it at the end', () => {
+    // queued at 128 KB, the 140 KB kernel left the last three a process of their own
+    expect(unitsOf([140_000, 1_000, 0, 0]).slice(2)).toEqual([['k8', 'k9', 'k10', 'k11']]);
   });
 });
