@@ -135,13 +135,7 @@ function rebuildAt(root: UOp, at: (x: UOp) => UOp | undefined): UOp {
     stack.pop();
     if (given !== undefined) out.set(x, given);
     else {
-      let src: UOp[] | undefined;
-      for (let i = 0; i < x.src.length; i++) {
-        const s = out.get(x.src[i]!)!;
-        if (s !== x.src[i] && src === undefined) src = x.srcHead(i);
-        src?.push(s);
-      }
-      out.set(x, src === undefined ? x : x.withFreshSrc(src));
+      out.set(x, x.withSourcesFrom(out));
     }
   }
   return out.get(root)!;
@@ -244,13 +238,7 @@ function lowerLanes(ast: UOp, stacks: boolean): { out: UOp; addresses: Set<UOp> 
   const addresses = new Set<UOp>();
   const known: Offsets = new Map();
   for (const u of ast.toposort()) {
-    let src: UOp[] | undefined;
-    for (let i = 0; i < u.src.length; i++) {
-      const s = done.get(u.src[i]!)!;
-      if (s !== u.src[i] && src === undefined) src = u.srcHead(i);
-      src?.push(s);
-    }
-    const v = src === undefined ? u : u.withFreshSrc(src);
+    const v = u.withSourcesFrom(done);
     let out = v;
     if (stacks && byLanes(v, known))
       out = UOp.make(

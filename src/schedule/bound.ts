@@ -127,13 +127,7 @@ function realizeCuts(sink: UOp, cut: ReadonlySet<UOp>): UOp {
   if (cut.size === 0) return sink;
   const rebuilt = new Map<UOp, UOp>();
   for (const u of sink.toposort()) {
-    let src: UOp[] | undefined;
-    for (let i = 0; i < u.src.length; i++) {
-      const s = rebuilt.get(u.src[i]!)!;
-      if (s !== u.src[i] && src === undefined) src = u.srcHead(i);
-      src?.push(s);
-    }
-    const v = src === undefined ? u : u.withSrc(src);
+    const v = u.withSourcesFrom(rebuilt);
     rebuilt.set(u, cut.has(u) ? UOp.make(Ops.CONTIGUOUS, [v]) : v);
   }
   return rebuilt.get(sink)!;

@@ -209,13 +209,7 @@ export function storeOperands(sink: UOp, gpu: boolean): UOp {
   for (const r of relaid) relays.set(r.m, [...(relays.get(r.m) ?? []), r]);
   const rebuilt = new Map<UOp, UOp>();
   for (const u of sink.toposort()) {
-    let src: UOp[] | undefined;
-    for (let i = 0; i < u.src.length; i++) {
-      const x = rebuilt.get(u.src[i]!)!;
-      if (x !== u.src[i] && src === undefined) src = u.srcHead(i);
-      src?.push(x);
-    }
-    let w = src === undefined ? u : u.withFreshSrc(src);
+    let w = u.withSourcesFrom(rebuilt);
     for (const { side, v, axis } of relays.get(u) ?? []) {
       const n = v.shape!.length;
       const order = [...Array(n).keys()].filter((k) => k !== axis).concat(axis);

@@ -455,14 +455,8 @@ export function graphRewrite<C>(root: UOp, pm: PatternMatcher<C>, opts: RewriteO
     } else if (st === 1) {
       const u = cur[top]!;
       // a new source list only once a source changed: most nodes a pass visits keep theirs
-      let src: UOp[] | undefined;
-      for (let i = 0; i < u.src.length; i++) {
-        const s = done.get(u.src[i]!)!;
-        if (s !== u.src[i] && src === undefined) src = u.srcHead(i);
-        src?.push(s);
-      }
-      const rebuilt =
-        src !== undefined ? u.withFreshSrc(src) : opts.bottomUp ? undefined : pm.rewrite(u, ctx);
+      const fresh = u.withSourcesFrom(done);
+      const rebuilt = fresh !== u ? fresh : opts.bottomUp ? undefined : pm.rewrite(u, ctx);
       if (rebuilt === undefined) finish(n, u);
       else {
         stage[top] = 2;
@@ -508,13 +502,7 @@ function rebuilt(order: readonly UOp[], map: ReadonlyMap<UOp, UOp>): Map<UOp, UO
       out.set(u, r);
       continue;
     }
-    let src: UOp[] | undefined;
-    for (let i = 0; i < u.src.length; i++) {
-      const s = out.get(u.src[i]!) ?? u.src[i]!;
-      if (s !== u.src[i] && src === undefined) src = u.srcHead(i);
-      src?.push(s);
-    }
-    out.set(u, src === undefined ? u : u.withFreshSrc(src));
+    out.set(u, u.withSourcesFrom(out));
   }
   return out;
 }

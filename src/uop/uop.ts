@@ -124,6 +124,19 @@ export class UOp {
     for (let i = 0; i < n; i++) head.push(this.src[i]!);
     return head;
   }
+  /**
+   * This node with each source replaced by its entry in `map` (one without an entry stays): the node itself where
+   * none changed, so that a rebuild allocates a source list only where one did.
+   */
+  withSourcesFrom(map: ReadonlyMap<UOp, UOp>): UOp {
+    let src: UOp[] | undefined;
+    for (let i = 0; i < this.src.length; i++) {
+      const s = map.get(this.src[i]!) ?? this.src[i]!;
+      if (s !== this.src[i] && src === undefined) src = this.srcHead(i);
+      src?.push(s);
+    }
+    return src === undefined ? this : this.withFreshSrc(src);
+  }
   withSrc(src: readonly UOp[]): UOp {
     return UOp.makeKeyed(this.op, src, this.arg, this._argKey, this.tag);
   }
