@@ -2,6 +2,7 @@
 import type { DType, StorageArray } from '../dtype.ts';
 import { HostAllocator } from '../runtime/allocator.ts';
 import { DeviceBuffer } from '../runtime/buffer.ts';
+import { newBuffer } from '../schedule/rangeify.ts';
 import { Ops } from '../uop/ops.ts';
 import type { UOp } from '../uop/uop.ts';
 
@@ -108,6 +109,20 @@ function copyBuffer(dst: DeviceBuffer, src: DeviceBuffer): void {
     const v = dst.view();
     src.backend.allocator.copyout(new Uint8Array(v.buffer, v.byteOffset, v.byteLength), src.memory);
   } else dst.copyin(src.copyout());
+}
+
+/**
+ * A new BUFFER node of `shape` (as many elements as buf) holding a copy of buf's elements, made by the host where
+ * it addresses the device's memory (CPU, JS, SIMT): what a copy kernel would make, without a kernel to compile
+ * and launch. Undefined on other devices.
+ */
+export function hostCopyOf(buf: UOp, shape: number[]): UOp | undefined {
+  const from = deviceBuffer(buf);
+  if (!(from.backend.allocator instanceof HostAllocator)) return undefined;
+  const { dtype, device } = buf.argOf(Ops.BUFFER);
+  const copy = newBuffer(shape, dtype, device as string);
+  withMemory(copy, allocateFor(shape, dtype, device as string)).copyin(from.view());
+  return copy;
 }
 
 export function setBufferData(buf: UOp, values: StorageArray): void {

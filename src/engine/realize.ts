@@ -14,7 +14,7 @@ import { newBuffer, type Schedule } from '../schedule/rangeify.ts';
 import { bindBody } from '../schedule/resolve.ts';
 import { Ops } from '../uop/ops.ts';
 import type { UOp } from '../uop/uop.ts';
-import { allocateFor, deviceBuffer, withMemory } from './buffers.ts';
+import { allocateFor, deviceBuffer, hostCopyOf, withMemory } from './buffers.ts';
 import { type Compiled, compileKernel, compileKernels, optsKey } from './compile.ts';
 import { bake, groupAlike, KernelStep, type StepLaunch } from './lift.ts';
 
@@ -184,12 +184,20 @@ function realizeCall(call: UOp, device: string): UOp[] {
   return results;
 }
 
+/** The realized buffer u reshapes (u is its elements in another, constant, shape), if any. */
+function reshapeOf(u: UOp): UOp | undefined {
+  let x = u;
+  while (x.op === Ops.RESHAPE) x = x.src[0]!;
+  return x !== u && x.op === Ops.BUFFER && u.shape!.every((d) => typeof d === 'number') ? x : undefined;
+}
+
 /**
  * Computes every tensor's value; afterwards each tensor's uop is the BUFFER holding it. Returns the buffers
- * the realize created (a tensor whose graph was a view of an input gets that input's buffer instead).
+ * the realize created (a tensor whose graph was a view of an input gets that input's buffer instead). A reshape
+ * of a buffer the host addresses (host data given a shape: a data set, a batch) is copied by the host.
  */
 export function realize(tensors: readonly Realizable[]): ReadonlySet<UOp> {
-  const pending = tensors.filter((t) => t.uop.op !== Ops.BUFFER);
+  let pending = tensors.filter((t) => t.uop.op !== Ops.BUFFER);
   if (pending.length === 0) return new Set();
   const device = pending[0]!.device;
   if (pending.some((t) => t.device !== device)) {
@@ -197,6 +205,24 @@ export function realize(tensors: readonly Realizable[]): ReadonlySet<UOp> {
     throw new Error(
       `realize: tensors on several devices (${[...devices].join(', ')}); realize each device's tensors apart`,
     );
+  }
+  const created = new Set<UOp>();
+  // (a device that only holds data, DISK, keeps its reshapes as graphs over its files; a JIT being captured
+  // replays launches, so the copy it records is a kernel's)
+  if (
+    recording === undefined &&
+    pending.some((t) => reshapeOf(t.uop) !== undefined) &&
+    Device.get(device).language() !== undefined
+  ) {
+    for (const t of pending) {
+      const base = reshapeOf(t.uop);
+      const copy = base && hostCopyOf(base, t.uop.shape as number[]);
+      if (copy === undefined) continue;
+      t.uop = copy;
+      created.add(copy);
+    }
+    pending = pending.filter((t) => t.uop.op !== Ops.BUFFER);
+    if (pending.length === 0) return created;
   }
   const t0 = DEBUG.value >= 1 ? performance.now() : 0;
   const { body, inputs, values } = toFunction(
@@ -220,7 +246,6 @@ export function realize(tensors: readonly Realizable[]): ReadonlySet<UOp> {
     t.uop = outputs[i]!;
   });
   // a result in the table after the inputs is a buffer this realize made, not an input seen through a view
-  const created = new Set<UOp>();
   for (let i = 0; i < outputs.length; i++) if (plan.outputs[i]! >= plan.inputs) created.add(outputs[i]!);
   return created;
 }
