@@ -157,8 +157,9 @@ export const loweringStore: {
 
 /**
  * The kernel lowered by an earlier process with the same device target and settings (every ContextVar but
- * DEBUG), else lowered now and added to `stored` (written by compileKernels): a warm start skips the optimizer, the lowering and the renderer (the
- * transformer step's 114 kernels took 2.4 s of CPU there, about all of its warm first step's lead on later steps).
+ * DEBUG), else lowered now and added to `stored` (written by compileKernels): a warm start skips the optimizer,
+ * the lowering and the renderer (the transformer step's 114 kernels took 2.4 s of CPU there, about all of its warm
+ * first step's lead on later steps).
  * DEBUG=3 and above lower anew, as they print what lowering does, and so do kernels whose language has a
  * render observer (it gets the linear program, which is not stored).
  */
