@@ -11,7 +11,8 @@ export default defineConfig({
     include: ['test/**/*.test.ts'],
     setupFiles: ['test/setup.ts'],
     globalSetup: ['test/global-setup.ts'],
-    env: { DEV: '', CUDA_KERNELS },
+    // CC_TIERS=0: the suite's kernels build once, optimized (test/runtime/cc-tiers.test.ts tests the tiers)
+    env: { DEV: '', CUDA_KERNELS, CC_TIERS: '0' },
     testTimeout: 60_000,
   },
 });

@@ -7,6 +7,7 @@ import { simplifyGraph } from '../uop/symbolic.ts';
 import type { UOp } from '../uop/uop.ts';
 import { reduceToAccumulators } from './accumulate.ts';
 import { collapseReduces } from './collapse.ts';
+import { contractMulAdds } from './contract.ts';
 import { decompose } from './decompose.ts';
 import { expandRanges, laneRange } from './expand.ts';
 import { dropTrueGates, simplifyGatedAddresses } from './gates.ts';
@@ -166,6 +167,7 @@ function lowerWith(optimizable: UOp, applied: readonly Opt[], target: Target): L
   // a tensor-core kernel's vectors are its WMMA operands and STAGE's copies, whose addresses the renderer reads
   if (tensorCores) k = canonicalAddresses(k);
   k = reduceToAccumulators(k, target.grid !== undefined);
+  if (target.fusedMultiplyAdds) k = contractMulAdds(k);
   if (tensorCores) k = accumulateInWmma(k);
   if (tensorCores) k = sharedOperands(k);
   if (tensorCores && target.grid?.matrixLoads) k = matrixLoads(k);

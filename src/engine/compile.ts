@@ -50,6 +50,7 @@ export const targetOf = (backend: Backend): Target => ({
   vectorBytes: backend.vectorBytes(),
   grid: backend.workgroups(),
   tensorCores: backend.tensorCores(),
+  fusedMultiplyAdds: backend.fusedMultiplyAdds(),
 });
 
 /** What decides the opts a kernel gets on a device and which constants lift, for the program and plan caches' keys. */

@@ -149,7 +149,7 @@ function runPlan(
       const pad = ' '.repeat(Math.max(0, 24 - program.name.length));
       const rate = (n: number) => (seconds > 0 ? (n / seconds / 1e9).toFixed(2) : '-').padStart(8);
       console.log(
-        `${display}${pad} ${(seconds * 1e6).toFixed(1).padStart(9)} us ${rate(flops)} GFLOP/s ${rate(step.bytes)} GB/s`,
+        `${display}${pad} ${(seconds * 1e6).toFixed(1).padStart(9)} us ${rate(flops)} GFLOP/s ${rate(step.bytes)} GB/s${program.tier === undefined ? '' : ` (${program.tier} build)`}`,
       );
     }
   }

@@ -102,6 +102,11 @@ interface Dialect {
   /** How vectors are written: GCC's vector extensions (C), or CUDA's C++ (a struct of lanes, see CUDA_VECTORS). */
   vectors: VectorDialect;
   /**
+   * MULACC of float32 and float64 is an FMA call: the compiler contracts nothing of its own (-ffp-contract=off,
+   * src/codegen/contract.ts), so a kernel's bits do not depend on its optimization level.
+   */
+  fma?: boolean;
+  /**
    * The type of bfloat16 values where the dialect has one holding their bits (CUDA's tg_bfloat: it converts to
    * float for arithmetic and rounds a float assigned to it), so that loads, stores and tensor-core operands move
    * bits; else (C) they are floats rounded after every op, and their bits only in memory.
@@ -198,7 +203,7 @@ function cLanguage(indexType: string, dialect: Dialect = C_DIALECT): Language {
     }
     return name;
   };
-  /** Vector functions the kernel uses (MAX, float EXP2: see vectorHelper), by name, after the typedefs. */
+  /** Vector functions the kernel uses (MAX, float EXP2, FMA: see vectorHelper), by name, after the typedefs. */
   const helpers = new Map<string, string>();
   /** A tensor core's instruction as a call of a function defined on first use (CUDA: mma.sync, see WMMA_PTX). */
   const wmma = (u: UOp, a: readonly string[]): string => {
@@ -222,11 +227,18 @@ function cLanguage(indexType: string, dialect: Dialect = C_DIALECT): Language {
     return `${fn}(${[...descriptors, a[2]].join(', ')})`;
   };
   /** The name of a vector function computing u, defined on first use; undefined: u is computed per lane. */
+  /** A MULACC this dialect writes as an FMA call. */
+  const fused = (u: UOp) => u.op === Ops.MULACC && dialect.fma === true && FMA_TYPES.has(u.dtype.base);
   const vectorHelper = (u: UOp): string | undefined => {
     const lanes = u.lanes;
     if (!dialect.vectors.wholeOps || (u.op === Ops.EXP2 && u.dtype !== dtypes.float32)) return undefined;
-    if (u.op !== Ops.MAX && u.op !== Ops.EXP2) return undefined;
     const t = vectorType(u.dtype, lanes);
+    if (fused(u)) {
+      const name = `tg_fma_${t.slice(3)}`;
+      if (!helpers.has(name)) helpers.set(name, vectorFma(name, t, u.dtype.base, lanes));
+      return name;
+    }
+    if (u.op !== Ops.MAX && u.op !== Ops.EXP2) return undefined;
     const name = `tg_${u.op === Ops.MAX ? 'max' : 'exp2'}_${t}`;
     const mask = vectorType(u.dtype.itemsize === 8 ? dtypes.int64 : dtypes.int32, lanes);
     if (!helpers.has(name))
@@ -330,7 +342,9 @@ function cLanguage(indexType: string, dialect: Dialect = C_DIALECT): Language {
       case Ops.POW:
         return `${fn('pow', d)}(${a[0]}, ${a[1]})`;
       case Ops.MULACC:
-        return `(${a[0]}*${a[1]}+${a[2]})`;
+        return fused(u)
+          ? `${fn('__builtin_fma', d)}(${a[0]}, ${a[1]}, ${a[2]})`
+          : `(${a[0]}*${a[1]}+${a[2]})`;
       case Ops.CAST:
         return `((${type(u.dtype)})${a[0]})`;
       case Ops.BITCAST:
@@ -340,7 +354,7 @@ function cLanguage(indexType: string, dialect: Dialect = C_DIALECT): Language {
   };
   /** A vector op: C's operator when it has one (a scalar operand spreads over the lanes), else lane by lane. */
   const vectorExpr = (u: UOp, a: readonly string[]): string => {
-    if (VECTOR_OPERATORS.has(u.op)) return expr(u, a);
+    if (VECTOR_OPERATORS.has(u.op) && !fused(u)) return expr(u, a);
     const lanes = u.lanes;
     if (dialect.vectors.wholeOps) {
       if (u.op === Ops.CAST && u.src[0]!.lanes > 1)
@@ -594,6 +608,28 @@ const vectorMax = (
   return (${t})((k & (${mask})a) | (~k & (${mask})b));
 }`;
 
+const FMA_TYPES: ReadonlySet<DType> = new Set([dtypes.float32, dtypes.float64]);
+
+// x86's vector FMA builtins by element and lanes (what immintrin.h's _mm*_fmadd_p* call, without its 30,000
+// lines of parsing); elsewhere an FMA per lane, which gcc's -O2 makes one vector instruction again
+const X86_FMA: Record<string, { guard: string; call: string }> = {
+  float4: { guard: '__FMA__', call: '__builtin_ia32_vfmaddps(a, b, c)' },
+  float8: { guard: '__FMA__', call: '__builtin_ia32_vfmaddps256(a, b, c)' },
+  float16: { guard: '__AVX512F__', call: '__builtin_ia32_vfmaddps512_mask(a, b, c, (unsigned short)-1, 4)' },
+  double2: { guard: '__FMA__', call: '__builtin_ia32_vfmaddpd(a, b, c)' },
+  double4: { guard: '__FMA__', call: '__builtin_ia32_vfmaddpd256(a, b, c)' },
+  double8: { guard: '__AVX512F__', call: '__builtin_ia32_vfmaddpd512_mask(a, b, c, (unsigned char)-1, 4)' },
+};
+const vectorFma = (name: string, t: string, element: DType, lanes: number) => {
+  const lanewise = `(${t}){${Array.from({ length: lanes }, (_, i) => `__builtin_fma${mathSuffix(element)}(a[${i}], b[${i}], c[${i}])`).join(', ')}}`;
+  const x86 = X86_FMA[`${element === dtypes.float64 ? 'double' : 'float'}${lanes}`];
+  const body =
+    x86 === undefined
+      ? `  return ${lanewise};`
+      : `#if defined(${x86.guard})\n  return ${x86.call};\n#else\n  return ${lanewise};\n#endif`;
+  return `static inline ${t} ${name}(${t} a, ${t} b, ${t} c) {\n${body}\n}`;
+};
+
 // 2^x for floats as the decomposition builds it (src/codegen/decompose.ts): x clamped to where the result
 // is neither infinite nor zero, x = n + r with |r| <= 1/2, a Taylor series of 2^r, times 2^n in two halves
 // (so that a subnormal result rounds once); within 1 ulp, faster than libm's exp2f, and it vectorizes. The
@@ -659,6 +695,7 @@ const C_DIALECT: Dialect = {
     `__extension__({ ${from} s_ = ${x}; ${to} t_; __builtin_memcpy(&t_, &s_, sizeof t_); t_; })`,
   prelude: PRELUDE,
   vectors: GCC_VECTORS,
+  fma: true,
   alignment: HOST_BUFFER_ALIGN,
   // a NaN test the branch predictor always gets right, then a select gcc makes a maxss or a blend
   floatMax: (a, b) => `((${a}!=${a})?${a}:((${a}>${b})?${a}:${b}))`,

@@ -28,6 +28,8 @@ export const ALL_DTYPES: ReadonlySet<DType> = new Set(
 export interface Program {
   readonly name: string;
   readonly device: string;
+  /** The build that runs where it is not the optimized one (the CPU's quick build, src/runtime/cc-upgrades.ts). */
+  readonly tier?: string;
   /**
    * Runs the kernel on `bufs` (in the order of its data0, data1, ... parameters) and the int32 values `vals`
    * (var0, var1, ...). Returns the seconds the kernel took when `timed`, else 0.
@@ -100,6 +102,11 @@ export abstract class Backend {
    */
   maxBuffers(): number {
     return Number.POSITIVE_INFINITY;
+  }
+
+  /** Whether its compiler contracts no multiply and add of its own, so the IR places FMAs (src/codegen/contract.ts). */
+  fusedMultiplyAdds(): boolean {
+    return false;
   }
 
   /** Whether its kernels have vector types, so the optimizer may give them lanes. */

@@ -13,11 +13,12 @@ export const CC = new ContextVar<string>('CC', '');
  * -O2, not -O3: what -O3 adds our kernels do not use (they carry their own vector types, and the optimizer
  * unrolls what pays) but for the complete unrolling of short loops that gcc keeps with -fpeel-loops (GCC_FLAGS),
  * and it costs compiler CPU (first-step units, min of 2 interleaved on the 2-core machine: MNIST CNN 2.32 s at
- * -O3, 1.85 s at -O2 -fpeel-loops; MLP 1.30, 1.19; transformer 5.68, 5.32). -O1 contracts no multiply and add
- * into an FMA, which changes results and slows matmuls.
+ * -O3, 1.85 s at -O2 -fpeel-loops; MLP 1.30, 1.19; transformer 5.68, 5.32). A kernel's quick build
+ * (src/runtime/cc-upgrades.ts) is -Og: a third of -O2's compiler CPU (the three models' first-step units: MNIST
+ * CNN 0.63 s against 2.10, transformer 0.92 against 3.30) for steps about a third slower.
  */
+export type Level = '-O2' | '-Og';
 export const CFLAGS: readonly string[] = [
-  '-O2',
   '-march=native',
   '-shared',
   '-fPIC',
@@ -27,6 +28,8 @@ export const CFLAGS: readonly string[] = [
   '-Werror=implicit-function-declaration',
   // integers wrap, as the IR says and the JS backend does (without it gcc optimizes through overflow)
   '-fwrapv',
+  // the kernels' FMAs are the IR's (src/codegen/contract.ts), the same at every optimization level
+  '-ffp-contract=off',
 ];
 /**
  * gcc 12's loop vectorizer miscompiles kernels with AVX2 and AVX-512 (test/runtime/cc.test.ts has two); our
@@ -76,8 +79,9 @@ export interface CCompiler {
   readonly nativeHalf: boolean;
 }
 
-/** Every flag a kernel compiles with. */
-export const compileFlags = (cc: CCompiler): readonly string[] => [
+/** Every flag a kernel compiles with, at the optimization level `level`. */
+export const compileFlags = (cc: CCompiler, level: Level = '-O2'): readonly string[] => [
+  level,
   ...CFLAGS,
   ...(cc.version.includes('clang') ? [] : GCC_FLAGS),
   ...(cc.openmp ? OPENMP_FLAGS : []),
@@ -197,6 +201,13 @@ export const compilerJobs = (): number => CC_JOBS.value || availableParallelism(
 // a kernel this big takes seconds: alone in its unit, the other lanes go on with the rest
 const UNIT_BYTES = 256 * 1024;
 
+/** Starts compiling `unit` at `level` in `runs`; returns the run's slot. */
+export function startUnit(runs: CompilerRuns, cc: CCompiler, { kernels, out }: Unit, level: Level): number {
+  writeFileSync(`${out}.c`, unitSource(kernels));
+  const argv = [...cc.argv, ...compileFlags(cc, level), '-x', 'c', `${out}.c`, '-o', out, ...LDFLAGS];
+  return runs.start({ argv, stderr: `${out}.err` });
+}
+
 /** A unit's outcome: undefined where its library built, else the compiler's Error. */
 export interface Built<K extends UnitKernel> extends Unit {
   readonly kernels: K[];
@@ -239,6 +250,7 @@ export class UnitBuilds<K extends UnitKernel> {
     private readonly libraryOf: (kernels: readonly K[]) => string,
     /** Kernels per unit, where not the rule above: every unit holds this many (the last fewer). */
     private readonly fixed?: number,
+    private readonly level: Level = '-O2',
   ) {
     this.most = fixed ?? Math.max(1, Math.min(CC_BATCH.value, Math.ceil(count / this.lanes)));
     this.runs = new CompilerRuns(count, this.lanes);
@@ -282,7 +294,7 @@ export class UnitBuilds<K extends UnitKernel> {
     const failed = built.filter((u) => u.error !== undefined && u.kernels.length > 1);
     if (failed.length === 0) return built;
     const kernels = failed.flatMap((u) => u.kernels);
-    const alone = new UnitBuilds(this.cc, kernels.length, this.libraryOf, 1);
+    const alone = new UnitBuilds(this.cc, kernels.length, this.libraryOf, 1, this.level);
     for (const k of kernels) alone.add(k);
     return [...built.filter((u) => !failed.includes(u)), ...alone.finish()];
   }
@@ -294,10 +306,7 @@ export class UnitBuilds<K extends UnitKernel> {
     this.next = this.next.slice(take);
     this.bytes = this.next.reduce((n, k) => n + k.source.length, 0);
     const unit = { kernels, out: this.libraryOf(kernels) };
-    const { out } = unit;
-    writeFileSync(`${out}.c`, unitSource(unit.kernels));
-    const argv = [...this.cc.argv, ...compileFlags(this.cc), '-x', 'c', `${out}.c`, '-o', out, ...LDFLAGS];
-    this.started.push({ unit, slot: this.runs.start({ argv, stderr: `${out}.err` }) });
+    this.started.push({ unit, slot: startUnit(this.runs, this.cc, unit, this.level) });
   }
 
   private outcome({ kernels, out }: Unit, slot: number): Error | undefined {

@@ -10,13 +10,16 @@ export interface CompilerRun {
 
 // CommonJS, evaluated: the worker needs no loader for TypeScript. Shared state: [0] the runs ended, then per
 // run: 0 running or queued, 1 exit status 0, 2 another status or a signal, 3 it did not start (the reason is
-// in its stderr file).
+// in its stderr file); then per run its process id once started; last, 1 where no queued run may start.
 const WORKER = `
 const { parentPort } = require('node:worker_threads');
 const { spawn } = require('node:child_process');
 const { openSync, closeSync, writeFileSync } = require('node:fs');
 const queue = [];
+// optimized rebuilds (src/runtime/cc-upgrades.ts) start only while no other run waits or runs
+const background = [];
 let running = 0;
+let urgent = 0;
 let lanes = 1;
 function done(job, state) {
   Atomics.store(job.states, job.slot, state);
@@ -24,16 +27,20 @@ function done(job, state) {
   Atomics.notify(job.states, job.slot);
   Atomics.notify(job.states, 0);
   running--;
+  if (!job.background) urgent--;
   next();
 }
 function next() {
-  while (running < lanes && queue.length > 0) {
-    const job = queue.shift();
+  while (running < lanes && (queue.length > 0 || (urgent === 0 && background.length > 0))) {
+    const job = queue.length > 0 ? queue.shift() : background.shift();
+    if (Atomics.load(job.states, job.states.length - 1) === 1) continue;
     running++;
+    if (!job.background) urgent++;
     let fd;
     try {
       fd = openSync(job.stderr, 'w');
       const p = spawn(job.argv[0], job.argv.slice(1), { stdio: ['ignore', 'ignore', fd] });
+      if (p.pid !== undefined) Atomics.store(job.states, job.pidAt, p.pid);
       p.on('error', (e) => { writeFileSync(job.stderr, String(e.message)); done(job, 3); });
       p.on('close', (code) => done(job, code === 0 ? 1 : 2));
     } catch (e) {
@@ -47,7 +54,7 @@ function next() {
 parentPort.on('message', (job) => {
   lanes = job.lanes;
   job.states = new Int32Array(job.states);
-  queue.push(job);
+  (job.background ? background : queue).push(job);
   next();
 });
 `;
@@ -63,24 +70,51 @@ function compileWorker(): Worker {
   return worker;
 }
 
-/** Runs compiler processes in the background, at most `lanes` at once, in the order they are started. */
+/**
+ * Runs compiler processes in the background, at most `lanes` at once, in the order they are started; those of
+ * a `background` CompilerRuns start only when no other run is queued.
+ */
 export class CompilerRuns {
   private readonly states: Int32Array;
+  private readonly most: number;
   private started = 0;
 
   constructor(
     most: number,
     private readonly lanes: number,
+    private readonly background = false,
   ) {
-    this.states = new Int32Array(new SharedArrayBuffer(4 * (1 + Math.max(1, most))));
+    this.most = Math.max(1, most);
+    this.states = new Int32Array(new SharedArrayBuffer(4 * (2 + 2 * this.most)));
   }
 
   /** Queues a run; returns its number for `wait`. */
   start(run: CompilerRun): number {
     const slot = 1 + this.started++;
     const { argv, stderr } = run;
-    compileWorker().postMessage({ argv, stderr, lanes: this.lanes, states: this.states.buffer, slot });
+    const pidAt = slot + this.most;
+    const job = { argv, stderr, lanes: this.lanes, background: this.background, slot, pidAt };
+    compileWorker().postMessage({ ...job, states: this.states.buffer });
     return slot;
+  }
+
+  /** Whether run `slot` has ended (see wait), without waiting. */
+  ended(slot: number): boolean {
+    return Atomics.load(this.states, slot) !== 0;
+  }
+
+  /** Runs no queued run and kills the running ones (synchronous: for a process on its way out). */
+  cancel(): void {
+    Atomics.store(this.states, this.states.length - 1, 1);
+    for (let slot = 1; slot <= this.started; slot++) {
+      const pid = Atomics.load(this.states, slot + this.most);
+      if (pid > 0 && !this.ended(slot))
+        try {
+          process.kill(pid, 'SIGKILL');
+        } catch {
+          // it ended meanwhile
+        }
+    }
   }
 
   /** Whether fewer than `lanes` runs are running or queued: one started now would start at once. */

@@ -20,7 +20,17 @@ import {
   secondsSince,
 } from './backend.ts';
 import type { DeviceBuffer } from './buffer.ts';
-import { compileFlags, findCompiler, LDFLAGS, UnitBuilds, type UnitKernel } from './cc.ts';
+import {
+  type CCompiler,
+  compileFlags,
+  compilerJobs,
+  findCompiler,
+  LDFLAGS,
+  type Level,
+  UnitBuilds,
+  type UnitKernel,
+} from './cc.ts';
+import { CC_TIERS, type Upgrade, Upgrades } from './cc-upgrades.ts';
 import { cachedFile, makeBuildDir, publishFile } from './diskcache.ts';
 
 type Koffi = typeof import('koffi');
@@ -56,15 +66,19 @@ function hostVectors(): { count: number; bytes: number } {
 /** Threads of a THREAD loop; 0: one per core. Ignored (1) when the compiler has no OpenMP. */
 export const THREADS = new ContextVar('THREADS', 0);
 
-/** A loaded library; its programs hold it, and it is unloaded once neither they nor the cache do. */
+/**
+ * A loaded library; its programs hold it, and it is unloaded once neither they nor the cache do. A quick build
+ * (CC_TIERS) has the optimized build that replaces it.
+ */
 interface Library {
   handle: LibraryHandle;
+  upgrade?: Upgrade<Library>;
 }
 // dlclose counts: loading a path again after its Library was dropped gives a handle of its own, unloaded apart
 const unloadWhenDropped = new FinalizationRegistry<LibraryHandle>((handle) => handle.unload());
 
-function loaded(handle: LibraryHandle): Library {
-  const lib = { handle };
+function loaded(handle: LibraryHandle, upgrade?: Upgrade<Library>): Library {
+  const lib = { handle, upgrade };
   unloadWhenDropped.register(lib, handle);
   return lib;
 }
@@ -96,6 +110,11 @@ export class CPUBackend extends Backend {
     return hostVectors().bytes;
   }
 
+  // -ffp-contract=off (src/runtime/cc.ts): the kernels' FMAs are MULACCs
+  override fusedMultiplyAdds(): boolean {
+    return true;
+  }
+
   override matmulPanels(): boolean {
     return true;
   }
@@ -115,10 +134,10 @@ export class CPUBackend extends Backend {
     }
   }
 
-  override compilerKey(): string {
+  override compilerKey(level: Level = '-O2'): string {
     const cc = findCompiler();
     hostCpu ??= cpus()[0]?.model ?? 'unknown';
-    return JSON.stringify([cc.argv, cc.version, compileFlags(cc), LDFLAGS, hostCpu]);
+    return JSON.stringify([cc.argv, cc.version, compileFlags(cc, level), LDFLAGS, hostCpu]);
   }
 
   compile(name: string, source: string): Program {
@@ -138,9 +157,14 @@ export class CPUBackend extends Backend {
   override compileMany(kernels: readonly KernelInput[], opts: CompileOptions = {}): (Program | Error)[] {
     const cc = findCompiler();
     const compiler = this.compilerKey();
+    // BEAM's trials time the optimized build
+    const quick = !opts.trial && CC_TIERS.value > 0;
+    const quickCompiler = quick ? this.compilerKey('-Og') : '';
     const results: (Program | Error)[] = new Array(kernels.length);
     // the kernels being built, once per content key, with the positions of the results they give
     const building = new Map<string, Job>();
+    // quick builds loaded without an optimized build to follow them
+    const found: { kernel: Keyed; lib: Library }[] = [];
     // made when the first unit starts: a warm start, every kernel found, touches no directory
     let build: { dir: string; cached: boolean } | undefined;
     try {
@@ -148,7 +172,7 @@ export class CPUBackend extends Backend {
       // builds stay loaded), and a temporary directory's name may come again
       const libraryOf = (unit: readonly Job[]) =>
         join((build ??= makeBuildDir()).dir, `${sha256(unit.map((k) => k.key).join()).slice(0, 32)}.so`);
-      const builds = new UnitBuilds(cc, kernels.length, libraryOf);
+      const builds = new UnitBuilds(cc, kernels.length, libraryOf, undefined, quick ? '-Og' : '-O2');
       kernels.forEach((input, i) => {
         let kernel: KernelSource;
         try {
@@ -159,38 +183,70 @@ export class CPUBackend extends Backend {
         }
         const { name, source } = kernel;
         const key = sha256(JSON.stringify([source, compiler, LIBRARY_FORMAT]));
-        // the symbol is the content's, whichever unit holds it, so a library found on disk is read the same way
+        const quickKey = quick ? sha256(JSON.stringify([source, quickCompiler, LIBRARY_FORMAT])) : key;
+        // the symbol is the content's, whichever unit or tier holds it, so a library on disk is read the same way
         const symbol = `${name}_${key.slice(0, 16)}`;
-        const lib = opts.trial ? undefined : (this.libraries.get(key) ?? this.fromDisk(key));
+        let lib = opts.trial ? undefined : (this.libraries.get(key) ?? this.fromDisk(key));
+        if (lib === undefined && quick) {
+          lib = this.libraries.get(quickKey) ?? this.fromDisk(quickKey);
+          if (lib !== undefined && lib.upgrade === undefined)
+            found.push({ kernel: { name, source, symbol, key }, lib });
+        }
         if (lib !== undefined) results[i] = new CPUProgram(this, name, symbol, lib);
         else if (building.has(key)) building.get(key)!.at.push(i);
         else {
-          const job = { name, source, symbol, key, at: [i] };
+          const job = { name, source, symbol, key, cachedAs: quickKey, at: [i] };
           building.set(key, job);
           builds.add(job);
         }
       });
-      for (const { kernels: unit, out, error } of builds.finish()) {
+      const built = builds.finish();
+      const ok = built.filter((u) => u.error === undefined).map((u) => u.kernels);
+      const upgrades = quick && ok.length > 0 ? new Upgrades(cc, ok, this.optimized) : undefined;
+      for (const { kernels: unit, out, error } of built) {
         let lib: Library | Error;
         try {
-          const keys = unit.map((k) => k.key);
-          lib =
-            error ??
-            loaded(koffi().load(build!.cached && !opts.trial ? publishFile(out, keys, '.so')[0]! : out));
+          const keys = unit.map((k) => k.cachedAs);
+          const path = () => (build!.cached && !opts.trial ? publishFile(out, keys, '.so')[0]! : out);
+          lib = error ?? loaded(koffi().load(path()), upgrades?.of(ok.indexOf(unit)));
         } catch (e) {
           lib = e as Error;
         }
         for (const k of unit) {
-          if (!(lib instanceof Error) && !opts.trial) this.libraries.set(k.key, lib);
+          if (!(lib instanceof Error) && !opts.trial) this.libraries.set(k.cachedAs, lib);
           for (const i of k.at)
             results[i] = lib instanceof Error ? lib : new CPUProgram(this, k.name, k.symbol, lib);
         }
       }
+      if (found.length > 0) this.upgradeFound(cc, found);
       return results;
     } finally {
       if (build !== undefined) rmSync(build.dir, { recursive: true, force: true });
     }
   }
+
+  /** Optimized builds to follow quick builds from the disk cache, in one unit per compiler lane. */
+  private upgradeFound(cc: CCompiler, found: readonly { kernel: Keyed; lib: Library }[]): void {
+    const per = Math.ceil(found.length / compilerJobs());
+    const units = Array.from({ length: Math.ceil(found.length / per) }, (_, u) =>
+      found.slice(u * per, (u + 1) * per),
+    );
+    const upgrades = new Upgrades(
+      cc,
+      units.map((unit) => unit.map((f) => f.kernel)),
+      this.optimized,
+    );
+    units.forEach((unit, u) => {
+      for (const { lib } of unit) lib.upgrade = upgrades.of(u);
+    });
+  }
+
+  /** Loads an optimized build of kernels whose quick build runs (CC_TIERS), for the programs to take up. */
+  private readonly optimized = (path: string, kernels: readonly { key: string }[]): Library => {
+    const lib = loaded(koffi().load(path));
+    for (const k of kernels) this.libraries.set(k.key, lib);
+    return lib;
+  };
 
   /** The library of a kernel built in an earlier run, from the disk cache. */
   private fromDisk(key: string): Library | undefined {
@@ -205,11 +261,14 @@ export class CPUBackend extends Backend {
 /** Part of a kernel's cache key: libraries of format 1 exported the kernel under its own name, not its symbol. */
 const LIBRARY_FORMAT = 2;
 
-/** A kernel to build: its unit's name for it, its content key, and the positions of the results it gives. */
-type Job = UnitKernel & { key: string; at: number[] };
+/** A kernel and its content key, which names its optimized build in the disk cache. */
+type Keyed = UnitKernel & { key: string };
+/** A kernel to build: the key its build is cached under (its quick build's, CC_TIERS) and the results it gives. */
+type Job = Keyed & { cachedAs: string; at: number[] };
 
 class CPUProgram implements Program {
   private fn: ((...args: number[]) => void) | undefined;
+  private launches = 0;
   private nbufs = -1;
   private nvars = -1;
 
@@ -218,15 +277,27 @@ class CPUProgram implements Program {
     readonly name: string,
     /** The function's name in the library (see compileMany). */
     private readonly symbol: string,
-    private readonly lib: Library,
+    private lib: Library,
   ) {}
 
   get device(): string {
     return this.backend.name;
   }
 
+  /** '-Og' while the kernel runs from its quick build (CC_TIERS). */
+  get tier(): string | undefined {
+    return this.lib.upgrade === undefined ? undefined : '-Og';
+  }
+
   run(bufs: readonly DeviceBuffer[], vals: readonly number[] = [], timed = false): number {
     checkBuffers(this.backend, this.name, bufs);
+    // a kernel launched once (a parameter's initial values) keeps its quick build
+    const optimized =
+      this.lib.upgrade !== undefined && ++this.launches > 1 ? this.lib.upgrade.take() : undefined;
+    if (optimized !== undefined) {
+      this.lib = optimized;
+      this.fn = undefined;
+    }
     const fn = this.bind(bufs.length, vals.length);
     // pointers go as uintptr_t numbers: a call costs half of passing TypedArrays, and the
     // ArrayBuffers behind them never move while the DeviceBuffers hold them

@@ -70,6 +70,8 @@ export interface Target {
   registers: number;
   /** Bytes of one vector register (AVX2 32, AVX-512 64): wider vectors would be split into several, and spill. */
   vectorBytes: number;
+  /** Its compiler contracts no multiply and add of its own: the IR places FMAs (src/codegen/contract.ts). */
+  fusedMultiplyAdds?: boolean;
 }
 
 /** A CPU without vector types (the JS device): no local memory, no tensor cores. Devices set their thread count. */

@@ -1,0 +1,129 @@
+// Kernels built in two tiers on the CPU (src/runtime/cc-upgrades.ts): a quick -Og build runs first, the -O2
+// build, started at a kernel's second launch, replaces it once ready, and both compute the same bits.
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, readdirSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { describe, expect, it, vi } from 'vitest';
+import { dtypes } from '../../src/dtype.ts';
+import { Context } from '../../src/helpers.ts';
+import type { Program } from '../../src/runtime/backend.ts';
+import { DeviceBuffer } from '../../src/runtime/buffer.ts';
+import { settleUpgrades } from '../../src/runtime/cc-upgrades.ts';
+import { CPUBackend } from '../../src/runtime/cpu.ts';
+import { Device } from '../../src/runtime/device.ts';
+import { Tensor } from '../../src/tensor/index.ts';
+
+const newCache = () => mkdtempSync(join(tmpdir(), 'tsgrad-tiers-'));
+
+/** A small training step's loss and gradients (matmul, tanh, exp and log in a softmax, sqrt), as bits. */
+function step(): Uint8Array[] {
+  Tensor.manualSeed(3);
+  const w = Tensor.randn([24, 16]).requiresGrad_();
+  const x = Tensor.randn([8, 24]);
+  const h = x.matmul(w).tanh().mul(1.7).add(0.3);
+  const loss = h.logSoftmax(-1).mean().add(h.square().mean().sqrt());
+  loss.backward();
+  return [loss, w.grad!].map((t) => new Uint8Array((t.dataSync() as Float32Array).buffer.slice(0)));
+}
+
+/** What `run` printed with DEBUG=2: a line per launch. */
+function launches(run: () => void): string[] {
+  const lines: string[] = [];
+  const log = vi.spyOn(console, 'log').mockImplementation((...a: unknown[]) => void lines.push(a.join(' ')));
+  try {
+    Context.with({ DEBUG: 2 }, run);
+  } finally {
+    log.mockRestore();
+  }
+  return lines.filter((l) => / us /.test(l));
+}
+
+describe('CPU kernel tiers', () => {
+  // first in the file: its kernels are new to the process
+  it('runs the quick build first, then the optimized one, and both give the same bits', () => {
+    Context.with({ DEV: 'CPU', CC_TIERS: 1, CACHEDIR: newCache() }, () => {
+      let quick: Uint8Array[] = [];
+      const first = launches(() => {
+        quick = step();
+      });
+      // the step's first launches run quick builds; later ones may find their optimized build ready
+      expect(first[0]).toMatch(/\(-Og build\)$/);
+      expect(first.filter((l) => l.endsWith('(-Og build)')).length).toBeGreaterThan(first.length / 2);
+      step(); // the second launches start the optimized builds
+      settleUpgrades();
+      let later: Uint8Array[] = [];
+      const second = launches(() => {
+        later = step();
+      });
+      expect(second.some((l) => l.includes('-Og'))).toBe(false);
+      expect(later).toEqual(quick);
+    });
+  });
+
+  it('upgrades a kernel at its second launch, caches both builds, and builds trials optimized', () => {
+    const source =
+      'void k(float* restrict data0) { for (int i = 0; i < 4; i++) data0[i] = data0[i] * 2.0f + 1.0f; }';
+    const cpu = Device.get('CPU') as CPUBackend;
+    const buf = new DeviceBuffer(cpu, 4, dtypes.float32).copyin(new Float32Array([1, 2, 3, 4]));
+    // a new backend loads what the disk cache has, as the next process would
+    const compile = (backend = new CPUBackend('CPU')) =>
+      backend.compileMany([{ name: 'k', source }])[0] as Program;
+    Context.with({ CC_TIERS: 1, CACHEDIR: newCache() }, () => {
+      const [trial] = new CPUBackend('CPU').compileMany([{ name: 'k', source }], { trial: true });
+      expect(trial).toMatchObject({ tier: undefined });
+      // launched once, as a parameter's initial values: no optimized build; the next run loads the quick one
+      const once = compile(cpu);
+      expect(once.tier).toBe('-Og');
+      once.run([buf]);
+      settleUpgrades();
+      expect(compile().tier).toBe('-Og');
+      const again = compile(cpu);
+      expect(again.tier).toBe('-Og');
+      again.run([buf]);
+      again.run([buf]);
+      settleUpgrades();
+      again.run([buf]);
+      expect(again.tier).toBe(undefined);
+      // (((x * 2 + 1) * 2 + 1) * 2 + 1) * 2 + 1 = 16x + 15, the same in either build
+      expect([...(buf.copyout() as Float32Array)]).toEqual([31, 47, 63, 79]);
+      expect(compile().tier).toBe(undefined);
+    });
+  });
+
+  it('stops the optimized builds of a process that exits, leaving no build directory', () => {
+    const cache = newCache();
+    const script = join(cache, 'exits.ts');
+    const index = fileURLToPath(new URL('../../src/index.ts', import.meta.url));
+    writeFileSync(
+      script,
+      `import { Tensor } from '${index}';\nconsole.log(Tensor.randn([64, 64]).matmul(Tensor.randn([64, 64])).sum().item());\nprocess.exit(0);\n`,
+    );
+    const tsx = fileURLToPath(new URL('../../node_modules/tsx/dist/cli.mjs', import.meta.url));
+    const r = spawnSync(process.execPath, [tsx, script], {
+      env: { ...process.env, CACHEDIR: cache, DEV: 'CPU', CC_TIERS: '1' },
+      encoding: 'utf8',
+      timeout: 60_000,
+    });
+    expect(r.status, r.stderr).toBe(0);
+    expect(readdirSync(cache).filter((f) => f.startsWith('build-'))).toEqual([]);
+  });
+});
+
+describe('CPU fused multiply-adds', () => {
+  // x = 1 + 2^-12: x * x = 1 + 2^-11 + 2^-24 exactly, which float32 rounds to 1 + 2^-11 before an add
+  it('computes a product and a sum with one rounding, at either optimization level', () => {
+    const x = 1 + 2 ** -12;
+    for (const tiers of [0, 1])
+      Context.with({ DEV: 'CPU', CC_TIERS: tiers, CACHEDIR: newCache() }, () => {
+        const t = new Tensor([x, x, x, x, x, x, x, x, x]);
+        expect([
+          ...(t
+            .mul(t)
+            .sub(1 + 2 ** -11)
+            .dataSync() as Float32Array),
+        ]).toEqual(Array(9).fill(2 ** -24));
+      });
+  });
+});
