@@ -41,6 +41,8 @@ export class Upgrades<L> {
   private dir: { dir: string; cached: boolean } | undefined;
   private readonly units: Pending<L>[];
   private closed = false;
+  /** Units started whose compiler may still run. */
+  private inFlight: Pending<L>[] = [];
 
   constructor(
     private readonly cc: CCompiler,
@@ -70,6 +72,7 @@ export class Upgrades<L> {
     open.add(this as Upgrades<unknown>);
     const unit = { kernels: u.kernels, out: this.libraryOf(u) };
     u.slot = startUnit(this.runs, this.cc, unit, '-O2');
+    this.inFlight.push(u);
   }
 
   private libraryOf(u: Pending<L>): string {
@@ -86,6 +89,12 @@ export class Upgrades<L> {
     } catch {
       return undefined;
     }
+  }
+
+  /** Whether an optimized build of this batch is compiling. */
+  compiling(): boolean {
+    if (this.inFlight.length > 0) this.inFlight = this.inFlight.filter((u) => !this.runs.ended(u.slot!));
+    return this.inFlight.length > 0;
   }
 
   /** Waits for the optimized builds started and takes them up. */
@@ -119,6 +128,12 @@ function hookExit(): void {
   process.on('exit', () => {
     for (const u of open) u.cancel();
   });
+}
+
+/** Whether an optimized build is compiling (the CPU's kernels then run on one thread: src/runtime/cpu.ts). */
+export function rebuilding(): boolean {
+  for (const u of open) if (u.compiling()) return true;
+  return false;
 }
 
 /** Waits for every optimized build started and takes it up (a bench's later steps, a script's end). */

@@ -92,6 +92,30 @@ describe('CPU kernel tiers', () => {
     });
   });
 
+  // OpenMP's teams spin at a loop's end for a thread the compiler displaced (src/runtime/cpu.ts oneThreadWhile)
+  it('runs parallel loops on one thread while an optimized build compiles', () => {
+    const source = `int omp_get_num_threads(void);
+int omp_get_thread_num(void);
+void team(int* restrict data0) {
+  #pragma omp parallel num_threads(2)
+  { if (omp_get_thread_num() == 0) data0[0] = omp_get_num_threads(); }
+}`;
+    const cpu = Device.get('CPU') as CPUBackend;
+    const out = new DeviceBuffer(cpu, 1, dtypes.int32);
+    const team = () => Number((out.copyout() as Int32Array)[0]);
+    Context.with({ CC_TIERS: 1, CACHEDIR: newCache() }, () => {
+      const p = cpu.compileMany([{ name: 'team', source }])[0] as Program;
+      p.run([out]);
+      expect(team()).toBe(2);
+      p.run([out]); // its second launch starts the optimized build, which cannot have ended yet
+      expect(team()).toBe(1);
+      settleUpgrades();
+      p.run([out]);
+      expect(p.tier).toBe(undefined);
+      expect(team()).toBe(2);
+    });
+  });
+
   it('stops the optimized builds of a process that exits, leaving no build directory', () => {
     const cache = newCache();
     const script = join(cache, 'exits.ts');
