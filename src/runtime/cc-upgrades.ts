@@ -31,8 +31,10 @@ interface Pending<L> {
   lib?: L | undefined;
 }
 
-/** Batches with optimized builds started and not yet taken up. */
+/** Batches with optimized builds started, until the process exits. */
 const open = new Set<Upgrades<unknown>>();
+/** Batches whose started builds may still be compiling (checked at every CPU launch: kept short). */
+const compiling = new Set<Upgrades<unknown>>();
 let hooked = false;
 
 /** The optimized builds of a batch's units, each started when first wanted. */
@@ -73,6 +75,7 @@ export class Upgrades<L> {
     const unit = { kernels: u.kernels, out: this.libraryOf(u) };
     u.slot = startUnit(this.runs, this.cc, unit, '-O2');
     this.inFlight.push(u);
+    compiling.add(this as Upgrades<unknown>);
   }
 
   private libraryOf(u: Pending<L>): string {
@@ -93,7 +96,8 @@ export class Upgrades<L> {
 
   /** Whether an optimized build of this batch is compiling. */
   compiling(): boolean {
-    if (this.inFlight.length > 0) this.inFlight = this.inFlight.filter((u) => !this.runs.ended(u.slot!));
+    this.inFlight = this.inFlight.filter((u) => !this.runs.ended(u.slot!));
+    if (this.inFlight.length === 0) compiling.delete(this as Upgrades<unknown>);
     return this.inFlight.length > 0;
   }
 
@@ -111,6 +115,7 @@ export class Upgrades<L> {
   close(): void {
     this.closed = true;
     open.delete(this as Upgrades<unknown>);
+    compiling.delete(this as Upgrades<unknown>);
     if (this.dir !== undefined) rmSync(this.dir.dir, { recursive: true, force: true });
   }
 }
@@ -132,7 +137,7 @@ function hookExit(): void {
 
 /** Whether an optimized build is compiling (the CPU's kernels then run on one thread: src/runtime/cpu.ts). */
 export function rebuilding(): boolean {
-  for (const u of open) if (u.compiling()) return true;
+  for (const u of compiling) if (u.compiling()) return true;
   return false;
 }
 

@@ -150,7 +150,9 @@ export class CPUBackend extends Backend {
    * Builds the kernels not already loaded or in the disk cache together: in translation units of several
    * kernels (src/runtime/cc.ts unitsOf), several compilers at once. Each kernel is cached on disk under its
    * own content key (its unit's library, linked), so a later run that changes one kernel compiles one; a
-   * unit that fails is built again kernel by kernel, so that each error names its own kernel. Trial kernels
+   * unit that fails is built again kernel by kernel, so that each error names its own kernel. With CC_TIERS
+   * new kernels build at -Og and are rebuilt at -O2 in the background (src/runtime/cc-upgrades.ts); a run that
+   * finds only a kernel's quick build on disk loads it and rebuilds it the same way. Trial kernels
    * (BEAM's candidates) are neither cached on disk nor kept here, and are unloaded once their programs are
    * dropped (OpenMP builds stay loaded: -z nodelete).
    */
