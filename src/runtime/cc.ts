@@ -214,22 +214,27 @@ export interface Built<K extends UnitKernel> extends Unit {
   readonly error: Error | undefined;
 }
 
-// a unit started while kernels are still being rendered holds this many at least: fewer waste a process
-const FIRST_UNIT = 4;
-// what is left at the end is shared out in units of this much C at least: a compiler process costs 30 ms of CPU
-// beyond its kernels, more than splitting a few small kernels between two lanes gains (halving the rest each
-// time a lane freed left units of 2 kernels and 1 at the end of every batch)
-const SHARE_BYTES = 32 * 1024;
-// while every lane is busy, a unit is queued once this much C waits: units taken only as lanes free would grow
-// with how far the compilers fell behind, and the last would run long after the last kernel came
-const QUEUED_UNIT_BYTES = 128 * 1024;
+/**
+ * How units are cut, by optimization level. first: a unit started while kernels are still being rendered holds
+ * this many at least (fewer waste a process). share: what is left at the end is shared out in units of this much
+ * C at least: a compiler process costs 30 ms of CPU beyond its kernels, more than splitting a few small kernels
+ * between two lanes gains (halving the rest each time a lane freed left units of 2 kernels and 1 at the end of
+ * every batch). queued: while every lane is busy, a unit is queued once this much C waits (units taken only as
+ * lanes free would grow with how far the compilers fell behind, and the last would run long after the last
+ * kernel came). -Og's kernels cost a third as much, so its units are twice as large for the same process cost
+ * (the transformer's first step on the 2-core VM, three interleaved rounds: 1.60, 1.61, 1.68 s -> 1.43, 1.33, 1.45).
+ */
+const UNIT_SIZES: Record<Level, { first: number; share: number; queued: number }> = {
+  '-O2': { first: 4, share: 32 * 1024, queued: 128 * 1024 },
+  '-Og': { first: 8, share: 64 * 1024, queued: 256 * 1024 },
+};
 
 /**
- * Compiles kernels as they are added, in the background, in units of several kernels: while FIRST_UNIT or more
- * are still to come, a unit starts whenever a compiler lane is free and FIRST_UNIT kernels wait, or is queued once
- * QUEUED_UNIT_BYTES of C wait, so that the compilers work while the caller renders the next kernels; `finish`
- * shares what is left between the lanes as they free, by bytes of source, SHARE_BYTES at least (no less left
- * behind). A unit holds at most CC_BATCH kernels and its lane's share
+ * Compiles kernels as they are added, in the background, in units of several kernels (UNIT_SIZES): while
+ * `first` or more are still to come, a unit starts whenever a compiler lane is free and `first` kernels wait, or
+ * is queued once `queued` bytes of C wait, so that the compilers work while the caller renders the next kernels;
+ * `finish` shares what is left between the lanes as they free, by bytes of source, `share` at least (no less
+ * left behind). A unit holds at most CC_BATCH kernels and its lane's share
  * of the `count` that may come; a kernel of over UNIT_BYTES is alone (README, "Compiling kernels", says what this
  * gains). `finish` waits for all; a unit that failed is built again kernel by kernel, so that each error is its
  * kernel's own. `libraryOf` names a unit's library.
@@ -262,13 +267,14 @@ export class UnitBuilds<K extends UnitKernel> {
     this.next.push(kernel);
     this.bytes += kernel.source.length;
     this.left--;
-    // with fewer than FIRST_UNIT kernels to come, what waits is left to finish, which shares it out with them:
+    const { first, queued } = UNIT_SIZES[this.level];
+    // with fewer than `first` kernels to come, what waits is left to finish, which shares it out with them:
     // started or queued, it left the last kernels a process of their own (beautiful_mnist's step: one kernel of
     // 4 KB after a unit of 130 KB; the MLP's: one of 5 KB after a unit of 4 kernels)
     if (
       this.fixed === undefined &&
-      this.left >= FIRST_UNIT &&
-      ((this.next.length >= FIRST_UNIT && this.runs.laneFree()) || this.bytes >= QUEUED_UNIT_BYTES)
+      this.left >= first &&
+      ((this.next.length >= first && this.runs.laneFree()) || this.bytes >= queued)
     )
       this.startNext();
   }
@@ -281,14 +287,15 @@ export class UnitBuilds<K extends UnitKernel> {
       }
       // a lane's share of what is left: the lanes busy now take theirs when they free
       this.runs.waitForLane();
-      const share = Math.max(this.bytes / this.lanes, SHARE_BYTES);
+      const least = UNIT_SIZES[this.level].share;
+      const share = Math.max(this.bytes / this.lanes, least);
       let take = 0;
       let b = 0;
       for (; take < this.next.length && (take === 0 || b < share); take++)
         b += this.next[take]!.source.length;
       // nor is less than a share left behind for a unit of its own (the transformer step's last unit was one
       // kernel of 6 KB, a process of its own at the very end)
-      this.startNext(this.bytes - b < SHARE_BYTES ? this.next.length : take);
+      this.startNext(this.bytes - b < least ? this.next.length : take);
     }
     const built = this.started.map(({ unit, slot }) => ({ ...unit, error: this.outcome(unit, slot) }));
     const failed = built.filter((u) => u.error !== undefined && u.kernels.length > 1);
