@@ -226,9 +226,9 @@ function cLanguage(indexType: string, dialect: Dialect = C_DIALECT): Language {
     });
     return `${fn}(${[...descriptors, a[2]].join(', ')})`;
   };
-  /** The name of a vector function computing u, defined on first use; undefined: u is computed per lane. */
   /** A MULACC this dialect writes as an FMA call. */
   const fused = (u: UOp) => u.op === Ops.MULACC && dialect.fma === true && FMA_TYPES.has(u.dtype.base);
+  /** The name of a vector function computing u, defined on first use; undefined: u is computed per lane. */
   const vectorHelper = (u: UOp): string | undefined => {
     const lanes = u.lanes;
     if (!dialect.vectors.wholeOps || (u.op === Ops.EXP2 && u.dtype !== dtypes.float32)) return undefined;

@@ -4,7 +4,8 @@
 // optimized library up at its first launch after it is ready. Both builds compile the same C with
 // -ffp-contract=off, whose only FMAs are the IR's (src/codegen/contract.ts), so they compute the same bits. Both
 // go to the disk cache: a later run loads the optimized build, else the quick one and upgrades it the same way.
-// Optimized builds still running when a script ends are waited for; process.exit() and signals cancel them.
+// Optimized builds still running when a script ends are waited for; process.exit() kills them (Ctrl-C reaches them
+// as it reaches the process group).
 import { rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { ContextVar } from '../helpers.ts';
