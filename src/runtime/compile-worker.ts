@@ -72,7 +72,7 @@ function compileWorker(): Worker {
 
 /**
  * Runs compiler processes in the background, at most `lanes` at once, in the order they are started; those of
- * a `background` CompilerRuns start only when no other run is queued.
+ * a `background` CompilerRuns start only while no other run is queued or running.
  */
 export class CompilerRuns {
   private readonly states: Int32Array;

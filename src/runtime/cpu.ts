@@ -187,10 +187,12 @@ export class CPUBackend extends Backend {
         }
         const { name, source } = kernel;
         const key = sha256(JSON.stringify([source, compiler, LIBRARY_FORMAT]));
-        const quickKey = quick ? sha256(JSON.stringify([source, quickCompiler, LIBRARY_FORMAT])) : key;
         // the symbol is the content's, whichever unit or tier holds it, so a library on disk is read the same way
         const symbol = `${name}_${key.slice(0, 16)}`;
         let lib = opts.trial ? undefined : (this.libraries.get(key) ?? this.fromDisk(key));
+        // hashed only where no optimized build is found
+        const quickKey =
+          lib === undefined && quick ? sha256(JSON.stringify([source, quickCompiler, LIBRARY_FORMAT])) : key;
         if (lib === undefined && quick) {
           lib = this.libraries.get(quickKey) ?? this.fromDisk(quickKey);
           if (lib !== undefined && lib.upgrade === undefined)
