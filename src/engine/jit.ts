@@ -1,7 +1,7 @@
 // JIT: the first call runs normally, the second records the kernels it launches and the buffers they use,
 // and every later call replays those kernels on the new inputs' buffers, with no tracing or scheduling.
 import type { DType } from '../dtype.ts';
-import type { GraphReplay } from '../runtime/backend.ts';
+import { type GraphReplay, planStarts } from '../runtime/backend.ts';
 import type { DeviceBuffer } from '../runtime/buffer.ts';
 import { Device } from '../runtime/device.ts';
 import { Tensor } from '../tensor/index.ts';
@@ -116,6 +116,7 @@ export function jit<A extends Tensor[], R extends Tensor | readonly Tensor[]>(
 
   function replay(c: Captured, args: readonly Tensor[]): R {
     const swap = new Map(c.inputs.map((b, i) => [b, deviceBuffer(args[i]!.uop)] as const));
+    planStarts();
     if (c.graph !== undefined) c.graph(swap);
     else for (const { program, bufs } of c.launches) program.run(bufs.map((b) => swap.get(b) ?? b));
     // autograd must not take a replay's values for those of the graphs the capture computed

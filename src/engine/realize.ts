@@ -6,7 +6,7 @@
 import type { ConstValue, DType } from '../dtype.ts';
 import { DEBUG } from '../helpers.ts';
 import { LRU } from '../lru.ts';
-import type { Program } from '../runtime/backend.ts';
+import { type Program, planStarts } from '../runtime/backend.ts';
 import type { DeviceBuffer } from '../runtime/buffer.ts';
 import { Device } from '../runtime/device.ts';
 import { kernelsOf, type Plan, planOf, type ScheduleTarget, toFunction } from '../schedule/index.ts';
@@ -118,6 +118,7 @@ function runPlan(
   device: string,
 ): UOp[] {
   const launches = launchesOf(plan, values, device);
+  planStarts();
   // the table: the inputs' buffers, then the created ones: outputs new BUFFER nodes, intermediates their storage
   const table = new Array<DeviceBuffer>(plan.inputs + plan.created.length);
   const nodes = new Array<UOp | undefined>(table.length);

@@ -161,6 +161,17 @@ export abstract class Backend {
   }
 }
 
+let plans = 0;
+/**
+ * Called as a schedule's launches (or a JIT's replay) begin: a program can tell a kernel run again by a later
+ * step from one a step launches twice (the CPU's tiers rebuild only the first: src/runtime/cc-upgrades.ts).
+ */
+export function planStarts(): void {
+  plans++;
+}
+/** How many plans have begun. */
+export const plansStarted = (): number => plans;
+
 /** A kernel launch a JIT recorded: the program and the buffers it ran on. */
 export interface RecordedLaunch {
   program: Program;

@@ -79,12 +79,22 @@ export interface CCompiler {
   readonly nativeHalf: boolean;
 }
 
+/**
+ * Whether a build at `level` runs THREAD loops on OpenMP threads. A quick build (-Og) does not where a single
+ * compiler runs beside the main thread's rendering (two cores or fewer; src/runtime/cc-upgrades.ts): OpenMP's
+ * parallel regions are a sixth of -Og's compiler CPU, which is then the first step's critical path (the
+ * transformer's, three interleaved rounds on the 2-core VM: 1.34, 1.41 -> 1.24, 1.27 s), and two threads gain a
+ * first step's kernels at most half their 50-100 ms. With more cores the compilers keep up and threads pay.
+ */
+const threaded = (cc: CCompiler, level: Level): boolean =>
+  cc.openmp && (level === '-O2' || compilerJobs() > 2);
+
 /** Every flag a kernel compiles with, at the optimization level `level`. */
 export const compileFlags = (cc: CCompiler, level: Level = '-O2'): readonly string[] => [
   level,
   ...CFLAGS,
   ...(cc.version.includes('clang') ? [] : GCC_FLAGS),
-  ...(cc.openmp ? OPENMP_FLAGS : []),
+  ...(threaded(cc, level) ? OPENMP_FLAGS : []),
   ...(cc.nativeHalf ? NO_NATIVE_HALF : []),
 ];
 
@@ -232,7 +242,9 @@ const UNIT_SIZES: Record<Level, { first: number; share: number; queued: number }
 /**
  * Compiles kernels as they are added, in the background, in units of several kernels (UNIT_SIZES): while
  * `first` or more are still to come, a unit starts whenever a compiler lane is free and `first` kernels wait, or
- * is queued once `queued` bytes of C wait, so that the compilers work while the caller renders the next kernels;
+ * is queued once `queued` bytes of C wait, so that the compilers work while the caller renders the next kernels
+ * (on one lane fewer: the caller keeps a core, as a compiler in its place slows the rendering that feeds them all;
+ * on the 2-core VM the transformer's last kernel was rendered at 1.29 s into its first step, now at 1.00-1.03);
  * `finish` shares what is left between the lanes as they free, by bytes of source, `share` at least (no less
  * left behind). A unit holds at most CC_BATCH kernels and its lane's share
  * of the `count` that may come; a kernel of over UNIT_BYTES is alone (README, "Compiling kernels", says what this
@@ -258,7 +270,7 @@ export class UnitBuilds<K extends UnitKernel> {
     private readonly level: Level = '-O2',
   ) {
     this.most = fixed ?? Math.max(1, Math.min(CC_BATCH.value, Math.ceil(count / this.lanes)));
-    this.runs = new CompilerRuns(count, this.lanes);
+    this.runs = new CompilerRuns(count, fixed === undefined ? Math.max(1, this.lanes - 1) : this.lanes);
     this.left = count;
   }
 
@@ -280,6 +292,7 @@ export class UnitBuilds<K extends UnitKernel> {
   }
 
   finish(): Built<K>[] {
+    this.runs.setLanes(this.lanes);
     while (this.next.length > 0) {
       if (this.fixed !== undefined) {
         this.startNext(this.most);

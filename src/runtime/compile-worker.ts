@@ -53,8 +53,10 @@ function next() {
 }
 parentPort.on('message', (job) => {
   lanes = job.lanes;
-  job.states = new Int32Array(job.states);
-  (job.background ? background : queue).push(job);
+  if (job.argv !== undefined) {
+    job.states = new Int32Array(job.states);
+    (job.background ? background : queue).push(job);
+  }
   next();
 });
 `;
@@ -81,7 +83,7 @@ export class CompilerRuns {
 
   constructor(
     most: number,
-    private readonly lanes: number,
+    private lanes: number,
     private readonly background = false,
   ) {
     this.most = Math.max(1, most);
@@ -96,6 +98,13 @@ export class CompilerRuns {
     const job = { argv, stderr, lanes: this.lanes, background: this.background, slot, pidAt };
     compileWorker().postMessage({ ...job, states: this.states.buffer });
     return slot;
+  }
+
+  /** Lets `lanes` runs run at once from now on, the queued ones included. */
+  setLanes(lanes: number): void {
+    if (lanes === this.lanes) return;
+    this.lanes = lanes;
+    compileWorker().postMessage({ lanes });
   }
 
   /** Whether run `slot` has ended (see wait), without waiting. */

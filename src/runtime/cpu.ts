@@ -17,6 +17,7 @@ import {
   type KernelLanguage,
   type KernelSource,
   type Program,
+  plansStarted,
   secondsSince,
 } from './backend.ts';
 import type { DeviceBuffer } from './buffer.ts';
@@ -300,7 +301,9 @@ type Job = Keyed & { cachedAs: string; at: number[] };
 
 class CPUProgram implements Program {
   private fn: ((...args: number[]) => void) | undefined;
-  private launches = 0;
+  /** The plans that launched it (src/runtime/backend.ts planStarts), and the last. */
+  private plans = 0;
+  private lastPlan = -1;
   private nbufs = -1;
   private nvars = -1;
 
@@ -323,12 +326,15 @@ class CPUProgram implements Program {
 
   run(bufs: readonly DeviceBuffer[], vals: readonly number[] = [], timed = false): number {
     checkBuffers(this.backend, this.name, bufs);
-    // a kernel launched once (a parameter's initial values) keeps its quick build
-    const optimized =
-      this.lib.upgrade !== undefined && ++this.launches > 1 ? this.lib.upgrade.take() : undefined;
-    if (optimized !== undefined) {
-      this.lib = optimized;
-      this.fn = undefined;
+    // a kernel one plan launches (a parameter's initial values) keeps its quick build; one a later step runs
+    // again is rebuilt, after the first step's launches, which a rebuild would slow
+    if (this.lib.upgrade !== undefined && this.lastPlan !== plansStarted()) {
+      this.lastPlan = plansStarted();
+      const optimized = ++this.plans > 1 ? this.lib.upgrade.take() : undefined;
+      if (optimized !== undefined) {
+        this.lib = optimized;
+        this.fn = undefined;
+      }
     }
     const fn = this.bind(bufs.length, vals.length);
     // pointers go as uintptr_t numbers: a call costs half of passing TypedArrays, and the

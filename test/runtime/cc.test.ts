@@ -111,22 +111,32 @@ describe('compiler units', () => {
       symbol: `k${i}`,
       source: `void k${i}(int* restrict data0) { data0[0] = ${i}; }`,
     }));
-    const built = Context.with({ CC_JOBS: 2 }, () => {
-      let n = 0;
-      const units = new UnitBuilds(findCompiler(), kernels.length, () => join(dir, `u${n++}.so`));
-      for (const k of kernels) units.add(k);
-      return units.finish();
-    });
-    // the first unit starts once 4 kernels wait with both lanes free, the second with one lane busy
+    const unitsOn = (jobs: number) =>
+      Context.with({ CC_JOBS: jobs }, () => {
+        let n = 0;
+        const units = new UnitBuilds(findCompiler(), kernels.length, () => join(dir, `u${n++}.so`));
+        for (const k of kernels) units.add(k);
+        return units.finish();
+      });
+    // while kernels are still coming, the main thread rendering them keeps a core: on 3 lanes, the first unit
+    // starts once 4 kernels wait with both lanes free, the second with one lane busy
+    const built = unitsOn(3);
     expect(built.slice(0, 2).map((u) => u.kernels.map((k) => k.name))).toEqual([
       ['k0', 'k1', 'k2', 'k3'],
       ['k4', 'k5', 'k6', 'k7'],
     ]);
     expect(built.flatMap((u) => u.kernels.map((k) => k.name))).toEqual(kernels.map((k) => k.name));
     expect(built.map((u) => u.error)).toEqual(built.map(() => undefined));
+    // on 2, the second waits for the first (it compiles for milliseconds, the kernels come in microseconds)
+    // until it holds a lane's share of the batch
+    expect(unitsOn(2).map((u) => u.kernels.map((k) => k.name))).toEqual([
+      ['k0', 'k1', 'k2', 'k3'],
+      ['k4', 'k5', 'k6', 'k7', 'k8', 'k9'],
+      ['k10', 'k11'],
+    ]);
   });
 
-  /** The units of 8 small kernels (two units of 4 start as they come) and then `rest`, built on 2 lanes. */
+  /** The units of 8 small kernels (two units of 4 start as they come) and then `rest`, built on 3 lanes. */
   function unitsOf(rest: readonly number[]): string[][] {
     const dir = mkdtempSync(join(tmpdir(), 'tsgrad-units-'));
     const kernels = [...Array<number>(8).fill(0), ...rest].map((bytes, i) => ({
@@ -135,7 +145,7 @@ describe('compiler units', () => {
       // a comment of `bytes` counts as C to share, as a kernel's body does
       source: `/*${'x'.repeat(bytes)}*/ void k${i}(int* restrict data0) { data0[0] = ${i}; }`,
     }));
-    const built = Context.with({ CC_JOBS: 2 }, () => {
+    const built = Context.with({ CC_JOBS: 3 }, () => {
       let n = 0;
       const units = new UnitBuilds(findCompiler(), kernels.length, () => join(dir, `u${n++}.so`));
       for (const k of kernels) units.add(k);
@@ -161,10 +171,7 @@ describe('compiler units', () => {
   it('leave no less than a share behind for a process of its own', () => {
     // a share of 32 KB took the 40 KB kernel, and the rest, 5 KB, was a unit alone
     expect(unitsOf([40_000, 0, 0, 0, 5_000]).slice(2)).toEqual([['k8', 'k9', 'k10', 'k11', 'k12']]);
-    expect(unitsOf([40_000, 0, 0, 0, 40_000]).slice(2)).toEqual([
-      ['k8', 'k9', 'k10'],
-      ['k11', 'k12'],
-    ]);
+    expect(unitsOf([40_000, 0, 0, 0, 40_000]).slice(2)).toEqual([['k8'], ['k9', 'k10', 'k11', 'k12']]);
   });
 
   it('queue no unit while fewer than 4 kernels are to come: they join it at the end', () => {
