@@ -1,6 +1,6 @@
 // Settings read from the environment (DEBUG, SPEC, ...) and scoped overrides of them through Context.
 
-type SettingValue = number | string;
+export type SettingValue = number | string;
 
 const env: Record<string, string | undefined> =
   (globalThis as { process?: { env?: Record<string, string | undefined> } }).process?.env ?? {};

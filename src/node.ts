@@ -8,6 +8,7 @@ import { beamStore } from './codegen/opt/search.ts';
 import { loweringStore } from './engine/compile.ts';
 import { useNativeSha256 } from './helpers.ts';
 import { readCachedText, readPackedText, writeCachedText, writePackedTexts } from './runtime/diskcache.ts';
+import './runtime/lower-threads.ts';
 import './runtime/node.ts';
 
 // content keys hash many short strings: Node's one-shot native hash (20.12 on) takes 0.4 us for what the JS one

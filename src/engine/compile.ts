@@ -5,13 +5,14 @@ import { NOOPT } from '../codegen/opt/heuristic.ts';
 import { ALLOW_TF32, TC, TC_OPT } from '../codegen/opt/heuristic-gpu.ts';
 import { CPU_TARGET, printOpts, type Target } from '../codegen/opt/opts.ts';
 import { BEAM, beamSearch } from '../codegen/opt/search.ts';
-import { ContextVar, DEBUG, sha256 } from '../helpers.ts';
+import { ContextVar, DEBUG, type SettingValue, sha256 } from '../helpers.ts';
 import { LRU } from '../lru.ts';
 import { renderC, renderCUDA } from '../renderer/c.ts';
 import { renderJS } from '../renderer/js.ts';
 import { renderSIMT } from '../renderer/simt.ts';
 import type { Backend, KernelLanguage, Program } from '../runtime/backend.ts';
 import { Device } from '../runtime/device.ts';
+import type { Ops } from '../uop/ops.ts';
 import { printLinear, toCode } from '../uop/print.ts';
 import type { UOp } from '../uop/uop.ts';
 import { LIFT } from './lift.ts';
@@ -96,7 +97,7 @@ export function compileKernels(asts: readonly UOp[], device: string): Compiled[]
   // each is lowered when the device asks for it: one compiling in the background overlaps the two; the kernels
   // lowered are stored together once the last one is (while the compilers still run)
   const t0 = performance.now();
-  const lowered: ReturnType<typeof lower>[] = [];
+  const lowered: Lowered[] = [];
   const stored = new Map<string, string>();
   let left = missing.size;
   const store = () => {
@@ -105,9 +106,10 @@ export function compileKernels(asts: readonly UOp[], device: string): Compiled[]
   };
   let compiled: (Program | Error)[];
   try {
+    const lowering = loweringOf([...missing.values()], device, backend, stored);
     compiled = backend.compileMany(
-      [...missing.values()].map((ast, i) => () => {
-        lowered[i] = lowerOrRead(ast, device, backend, stored);
+      [...missing.values()].map((_, i) => () => {
+        lowered[i] = lowering(i);
         if (--left === 0) store();
         return lowered[i];
       }),
@@ -136,7 +138,7 @@ export function compileKernels(asts: readonly UOp[], device: string): Compiled[]
 }
 
 /** A kernel lowered and rendered: its name and source for the device, and what DEBUG=2 shows of it. */
-interface Lowered {
+export interface Lowered {
   name: string;
   source: string;
   display: string;
@@ -156,30 +158,76 @@ export const loweringStore: {
   write: () => {},
 };
 
+/** What lowering a kernel takes besides its AST, as plain data (another thread lowers from it: lowerThreads). */
+export interface LowerJob {
+  language: KernelLanguage;
+  target: Target;
+  lacks: Ops[];
+  /** Every setting but DEBUG, by name. */
+  settings: [string, SettingValue][];
+}
+
 /**
- * The kernel lowered by an earlier process with the same device target and settings (every ContextVar but
- * DEBUG), else lowered now and added to `stored` (written by compileKernels): a warm start skips the optimizer,
- * the lowering and the renderer (the transformer step's 114 kernels took 2.4 s of CPU there, about all of its warm
- * first step's lead on later steps).
- * DEBUG=3 and above lower anew, as they print what lowering does, and so do kernels whose language has a
- * render observer (it gets the linear program, which is not stored).
+ * Kernels lowered on other threads, the same way (src/runtime/lower-threads.ts sets it under Node): `start` takes
+ * a batch's new kernels, or declines it; `take(i)` gives kernel i's lowering, waiting for it or lowering kernels
+ * no thread has taken yet with `here` meanwhile.
  */
-function lowerOrRead(ast: UOp, device: string, backend: Backend, stored: Map<string, string>): Lowered {
+export const lowerThreads: {
+  start?(
+    asts: readonly UOp[],
+    job: LowerJob,
+    here: (i: number) => Lowered,
+  ): { take(i: number): Lowered } | undefined;
+} = {};
+
+// another thread lowers with these renderers only: one registered by the program is not in its modules
+const BUILT_IN = new Set<Renderer>([renderC, renderCUDA, renderJS, renderSIMT]);
+
+/**
+ * Each of `asts`' lowering, by position: the kernel lowered by an earlier process with the same device target
+ * and settings (every ContextVar but DEBUG), else lowered now (on other threads where lowerThreads takes the
+ * batch) and added to `stored` (written by compileKernels): a warm start skips the optimizer, the lowering and
+ * the renderer (the transformer step's 114 kernels took 2.4 s of CPU there, about all of its warm first step's
+ * lead on later steps). DEBUG=3 and above lower anew, as they print what lowering does, and so do kernels whose
+ * language has a render observer (it gets the linear program, which is not stored).
+ */
+function loweringOf(
+  asts: readonly UOp[],
+  device: string,
+  backend: Backend,
+  stored: Map<string, string>,
+): (i: number) => Lowered {
   // first: a device without a renderer is refused even where a kernel was stored when it had one
   const { render } = rendererOf(device, backend);
   const language = backend.language()!;
-  if (DEBUG.value >= 3 || renderObservers.has(language)) return lower(ast, device, backend);
-  const settings = [...ContextVar.registry].flatMap(([name, v]) =>
+  if (DEBUG.value >= 3 || renderObservers.has(language)) return (i) => lower(asts[i]!, device, backend);
+  const settings = [...ContextVar.registry].flatMap(([name, v]): [string, SettingValue][] =>
     name === 'DEBUG' ? [] : [[name, v.value]],
   );
-  const key = sha256(
-    JSON.stringify([ast.key, language, renderKey(render), targetOf(backend), [...backend.lacks()], settings]),
+  const target = targetOf(backend);
+  const lacks = [...backend.lacks()];
+  const keys = asts.map((ast) =>
+    sha256(JSON.stringify([ast.key, language, renderKey(render), target, lacks, settings])),
   );
-  const text = loweringStore.read(key);
-  if (text !== undefined) return JSON.parse(text) as Lowered;
-  const made = lower(ast, device, backend);
-  stored.set(key, JSON.stringify(made));
-  return made;
+  const texts = keys.map((key) => loweringStore.read(key));
+  // the new kernels' positions among asts, and theirs among the new
+  const fresh = asts.flatMap((_, i) => (texts[i] === undefined ? [i] : []));
+  const at = new Map(fresh.map((i, j) => [i, j]));
+  const elsewhere =
+    fresh.length > 1 && BUILT_IN.has(render) && !(BEAM.value > 0 && !NOOPT.value)
+      ? lowerThreads.start?.(
+          fresh.map((i) => asts[i]!),
+          { language, target, lacks, settings },
+          (j) => lower(asts[fresh[j]!]!, device, backend),
+        )
+      : undefined;
+  return (i) => {
+    const text = texts[i];
+    if (text !== undefined) return JSON.parse(text) as Lowered;
+    const made = elsewhere?.take(at.get(i)!) ?? lower(asts[i]!, device, backend);
+    stored.set(keys[i]!, JSON.stringify(made));
+    return made;
+  };
 }
 
 /** The renderer of the device's kernel language; a device that runs no kernels, or has none registered, is refused. */
@@ -204,6 +252,16 @@ const renderKey = (render: Renderer) => {
   if (key === undefined) renderKeys.set(render, (key = sha256(render.toString())));
   return key;
 };
+
+/** A kernel lowered and rendered on another thread, from its LowerJob (src/runtime/lower-thread.ts). */
+export function lowerFromJob(ast: UOp, job: LowerJob): Lowered {
+  const { render } = RENDERERS.get(job.language)!;
+  const { name, linear, display, flops } = lowerKernel(ast, {
+    target: job.target,
+    lacks: new Set(job.lacks),
+  });
+  return { name, source: render(name, linear), display, flops };
+}
 
 /** A kernel lowered for its device and rendered (what DEBUG shows at 3 to 6 is printed here). */
 function lower(ast: UOp, device: string, backend: Backend): Lowered {
