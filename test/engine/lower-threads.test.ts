@@ -64,69 +64,59 @@ describe('kernels as plain data', () => {
 });
 
 describe('lowering threads', () => {
-  it('render the same source as the main thread, each kernel once', () => {
-    const asts = stepKernels();
+  const sleep = (ms: number) => Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, ms);
+  /** The CPU's job, with every setting as it is now. */
+  const cpuJob = (): LowerJob => {
     const backend = Device.get('CPU');
-    const job: LowerJob = {
+    return {
       language: 'C',
       target: targetOf(backend),
       lacks: [...backend.lacks()],
       settings: [...ContextVar.registry].map(([name, v]) => [name, v.value]),
     };
-    const here = asts.map((ast) => lowerFromJob(ast, job));
+  };
+  /**
+   * Each kernel as two threads and the main thread lower `asts` with `job` (the main thread with `here`, slowly,
+   * so that the threads take some), and how many the main thread lowered.
+   */
+  function lowerOnThreads(asts: UOp[], job: LowerJob, here: (i: number) => unknown): [unknown[], number] {
     let lowered = 0;
-    const sleep = (ms: number) => Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, ms);
-    Context.with({ LOWER_THREADS: 2 }, () => {
-      const start = () =>
-        lowerThreads.start!(asts, job, (i) => {
-          lowered++;
-          // slowly, so that the threads take some
-          sleep(100);
-          return lowerFromJob(asts[i]!, job);
-        });
+    return Context.with({ LOWER_THREADS: 2 }, () => {
+      let batch: ReturnType<NonNullable<typeof lowerThreads.start>>;
       // none while the threads' modules load
-      let batch = start();
       for (let waited = 0; batch === undefined && waited < 30_000; waited += 50) {
-        sleep(50);
-        batch = start();
+        batch = lowerThreads.start!(asts, job, (i) => {
+          lowered++;
+          sleep(50);
+          return here(i) as ReturnType<typeof lowerFromJob>;
+        });
+        if (batch === undefined) sleep(50);
       }
-      expect(batch).toBeDefined();
-      for (let i = 0; i < asts.length; i++) expect(batch!.take(i)).toEqual(here[i]);
+      return [asts.map((_, i) => batch!.take(i)), lowered];
     });
+  }
+
+  it('render the same source as the main thread, each kernel once', () => {
+    const asts = stepKernels();
+    const job = cpuJob();
+    const here = asts.map((ast) => lowerFromJob(ast, job));
+    const [got, lowered] = lowerOnThreads(asts, job, (i) => lowerFromJob(asts[i]!, job));
+    expect(got).toEqual(here);
     expect(lowered).toBeLessThan(asts.length);
   });
 
   it('leave a kernel they cannot lower to the main thread', () => {
     const asts = stepKernels();
-    const backend = Device.get('CPU');
-    const job: LowerJob = {
-      language: 'C',
-      target: targetOf(backend),
-      lacks: [...backend.lacks()],
-      settings: [...ContextVar.registry].map(([name, v]) => [name, v.value]),
-    };
-    // a language no thread has a renderer for: each of their kernels fails there
-    const nowhere = { ...job, language: 'NO SUCH LANGUAGE' };
+    const job = cpuJob();
     const here = asts.map((ast) => lowerFromJob(ast, job));
-    const sleep = (ms: number) => Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, ms);
-    let lowered = 0;
-    Context.with({ LOWER_THREADS: 2 }, () => {
-      let batch: ReturnType<NonNullable<typeof lowerThreads.start>>;
-      for (let waited = 0; batch === undefined && waited < 30_000; waited += 50) {
-        batch = lowerThreads.start!(asts, nowhere, (i) => {
-          lowered++;
-          sleep(20);
-          return here[i]!;
-        });
-        if (batch === undefined) sleep(50);
-      }
-      for (let i = 0; i < asts.length; i++) expect(batch!.take(i)).toEqual(here[i]);
-    });
+    // a language no thread has a renderer for: each of their kernels fails there
+    const [got, lowered] = lowerOnThreads(asts, { ...job, language: 'NO SUCH LANGUAGE' }, (i) => here[i]);
+    expect(got).toEqual(here);
     expect(lowered).toBe(asts.length);
   });
 
   it('are none where LOWER_THREADS is 0', () => {
-    const job = { language: 'C', target: targetOf(Device.get('CPU')), lacks: [], settings: [] };
+    const job = cpuJob();
     Context.with({ LOWER_THREADS: 0 }, () => {
       expect(lowerThreads.start!([], job, () => ({ name: '', source: '', display: '', flops: 0 }))).toBe(
         undefined,
