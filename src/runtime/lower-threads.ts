@@ -14,18 +14,18 @@ import type { UOp } from '../uop/uop.ts';
 import type { BatchText, LowerBatch } from './lower-thread.ts';
 
 /**
- * Lowering threads besides the main thread; -1: half the cores beyond two, at most 8 (the main thread lowers too,
- * and the device's compilers need cores: on two cores there are none).
+ * Lowering threads besides the main thread; -1: a quarter of the cores beyond two, at most 4 (none on fewer than
+ * six cores: the device's compilers need them; 3 on the H100's host of 16).
  */
 export const LOWER_THREADS = new ContextVar('LOWER_THREADS', -1);
 
 /**
  * How long the main thread waits for a kernel another thread is lowering before it lowers the kernel itself: a
  * thread's first kernels run cold (its JIT has not compiled the lowering yet), and waiting for them at the end of
- * a batch cost more than lowering them again (beautiful_mnist's first step on CUDA, 16 cores: 0.76-0.81 s when
- * the main thread waited, 0.55-0.73 s with this, 0.54-0.70 s without threads).
+ * a batch cost more than lowering them again (beautiful_mnist's first step on CUDA, 16 cores, 3 threads: 0.54,
+ * 0.57 s waiting up to 10 ms, 0.46, 0.45 s up to 3 ms, 0.46, 0.43 s without threads).
  */
-const PATIENCE_MS = 10;
+const PATIENCE_MS = 3;
 
 const threads: { worker: Worker; port: MessagePort }[] = [];
 /** [0]: the threads whose modules have loaded (each adds 1). */
@@ -34,7 +34,7 @@ let batches = 0;
 
 function wanted(): number {
   if (LOWER_THREADS.value >= 0) return LOWER_THREADS.value;
-  return Math.min(8, Math.max(0, Math.floor((availableParallelism() - 2) / 2)));
+  return Math.min(4, Math.max(0, Math.floor((availableParallelism() - 2) / 4)));
 }
 
 /** What a thread imports first: under tsx (the sources, not dist/), tsx's loader; null where that is missing. */
