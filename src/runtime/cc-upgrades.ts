@@ -2,7 +2,7 @@
 // compiler CPU, and runs at once; a unit is compiled again at -O2 in the background once a second plan (a later
 // step) launches one of its kernels (a parameter's initial values, launched by one plan, never are; a first step
 // that launches a kernel twice runs its launches before a rebuild competes with them), and each program takes the
-// optimized library up at the first plan that launches it after it is ready. Both builds compile the same C with
+// optimized library up at its first launch after it is ready. Both builds compile the same C with
 // -ffp-contract=off, whose only FMAs are the IR's (src/codegen/contract.ts), so they compute the same bits. Both
 // go to the disk cache: a later run loads the optimized build, else the quick one and upgrades it the same way.
 // Optimized builds still running when a script ends are waited for; process.exit() kills them (Ctrl-C reaches them

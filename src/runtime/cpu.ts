@@ -328,9 +328,12 @@ class CPUProgram implements Program {
     checkBuffers(this.backend, this.name, bufs);
     // a kernel one plan launches (a parameter's initial values) keeps its quick build; one a later step runs
     // again is rebuilt, after the first step's launches, which a rebuild would slow
-    if (this.lib.upgrade !== undefined && this.lastPlan !== plansStarted()) {
-      this.lastPlan = plansStarted();
-      const optimized = ++this.plans > 1 ? this.lib.upgrade.take() : undefined;
+    if (this.lib.upgrade !== undefined) {
+      if (this.lastPlan !== plansStarted()) {
+        this.lastPlan = plansStarted();
+        this.plans++;
+      }
+      const optimized = this.plans > 1 ? this.lib.upgrade.take() : undefined;
       if (optimized !== undefined) {
         this.lib = optimized;
         this.fn = undefined;
