@@ -83,7 +83,7 @@ export interface CCompiler {
  * Whether a build at `level` runs THREAD loops on OpenMP threads. A quick build (-Og) does not where a single
  * compiler runs beside the main thread's rendering (two cores or fewer; src/runtime/cc-upgrades.ts): OpenMP's
  * parallel regions are a sixth of -Og's compiler CPU, which is then the first step's critical path (the
- * transformer's, three interleaved rounds on the 2-core VM: 1.34, 1.41 -> 1.24, 1.27 s), and two threads gain a
+ * transformer's, two interleaved rounds on the 2-core VM: 1.34, 1.41 -> 1.24, 1.27 s), and two threads gain a
  * first step's kernels at most half their 50-100 ms. With more cores the compilers keep up and threads pay.
  */
 const threaded = (cc: CCompiler, level: Level): boolean =>
