@@ -84,7 +84,14 @@ function main(): void {
           process.execPath,
           [...process.execArgv, self, '--child', model, ...(cuda ? ['--cuda'] : [])],
           {
-            env: { ...process.env, CACHEDIR: cache, DEBUG: '0', ...(cuda ? { DEV: 'NULL' } : {}) },
+            // the lowering's own CPU, on the main thread (threads would add their loading to it)
+            env: {
+              LOWER_THREADS: '0',
+              ...process.env,
+              CACHEDIR: cache,
+              DEBUG: '0',
+              ...(cuda ? { DEV: 'NULL' } : {}),
+            },
             encoding: 'utf8',
           },
         );
