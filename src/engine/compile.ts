@@ -106,9 +106,10 @@ export function compileKernels(asts: readonly UOp[], device: string): Compiled[]
   };
   let compiled: (Program | Error)[];
   try {
-    const lowering = loweringOf([...missing.values()], device, backend, stored);
+    const asts = [...missing.values()];
+    const lowering = loweringOf(asts, device, backend, stored);
     compiled = backend.compileMany(
-      [...missing.values()].map((_, i) => () => {
+      asts.map((_, i) => () => {
         lowered[i] = lowering(i);
         if (--left === 0) store();
         return lowered[i];

@@ -25,7 +25,8 @@ export interface Upgrade<L> {
   take(): L | undefined;
 }
 
-type Keyed = UnitKernel & { readonly key: string };
+/** A kernel and its content key, which names its optimized build in the disk cache. */
+export type Keyed = UnitKernel & { readonly key: string };
 
 interface Pending<L> {
   readonly kernels: Keyed[];

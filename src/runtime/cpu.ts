@@ -29,9 +29,8 @@ import {
   LDFLAGS,
   type Level,
   UnitBuilds,
-  type UnitKernel,
 } from './cc.ts';
-import { CC_TIERS, rebuilding, settleUpgrades, type Upgrade, Upgrades } from './cc-upgrades.ts';
+import { CC_TIERS, type Keyed, rebuilding, settleUpgrades, type Upgrade, Upgrades } from './cc-upgrades.ts';
 import { cachedFile, makeBuildDir, publishFile } from './diskcache.ts';
 
 type Koffi = typeof import('koffi');
@@ -211,14 +210,15 @@ export class CPUBackend extends Backend {
       const ok = built.filter((u) => u.error === undefined).map((u) => u.kernels);
       const upgrades = quick && ok.length > 0 ? new Upgrades(cc, ok, this.optimized) : undefined;
       for (const { kernels: unit, out, error } of built) {
-        let lib: Library | Error;
-        try {
-          const keys = unit.map((k) => k.cachedAs);
-          const path = () => (build!.cached && !opts.trial ? publishFile(out, keys, '.so')[0]! : out);
-          lib = error ?? loaded(koffi().load(path()), upgrades?.of(ok.indexOf(unit)));
-        } catch (e) {
-          lib = e as Error;
-        }
+        let lib: Library | Error | undefined = error;
+        if (lib === undefined)
+          try {
+            const keys = unit.map((k) => k.cachedAs);
+            const path = build!.cached && !opts.trial ? publishFile(out, keys, '.so')[0]! : out;
+            lib = loaded(koffi().load(path), upgrades?.of(ok.indexOf(unit)));
+          } catch (e) {
+            lib = e as Error;
+          }
         for (const k of unit) {
           if (!(lib instanceof Error) && !opts.trial) this.libraries.set(k.cachedAs, lib);
           for (const i of k.at)
@@ -294,8 +294,6 @@ function oneThreadWhile(on: boolean): void {
 /** Part of a kernel's cache key: libraries of format 1 exported the kernel under its own name, not its symbol. */
 const LIBRARY_FORMAT = 2;
 
-/** A kernel and its content key, which names its optimized build in the disk cache. */
-type Keyed = UnitKernel & { key: string };
 /** A kernel to build: the key its build is cached under (its quick build's, CC_TIERS) and the results it gives. */
 type Job = Keyed & { cachedAs: string; at: number[] };
 

@@ -413,10 +413,11 @@ const lanes = (n: number) =>
 /**
  * The kernel with the plan's loads read from LOCAL tiles that the workgroup fills. Synchronous copies (depth 0)
  * fill buffer i % 2 in iteration i before its BARRIER, from registers loaded in iteration i - 1. Asynchronous ones
- * (depth d) are issued d iterations ahead: iteration i issues the copy of iteration i + d into buffer (i + d) % (d + 2), whose last reads (iteration i - 2)
- * every thread finished before the BARRIER of iteration i - 1; its BARRIER first waits for all but the latest d
- * rounds of copies, so that iteration i's have landed. The first d iterations' tiles are copied synchronously in
- * iteration 0 (a prologue inside the loop: the IR has no statements before a loop that name its iterations).
+ * (depth d) are issued d iterations ahead: iteration i issues the copy of iteration i + d into buffer
+ * (i + d) % (d + 2), whose last reads (iteration i - 2) every thread finished before the BARRIER of iteration
+ * i - 1; its BARRIER first waits for all but the latest d rounds of copies, so that iteration i's have landed.
+ * The first d iterations' tiles are copied synchronously in iteration 0 (a prologue inside the loop: the IR has no
+ * statements before a loop that name its iterations).
  */
 export function applyStage(ast: UOp, plan: StagePlan): UOp {
   const { threads, depth, loops } = plan;
