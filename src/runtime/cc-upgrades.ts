@@ -1,15 +1,20 @@
 // Kernels built in two tiers (CC_TIERS): a batch of new kernels is compiled at -Og, about a third of -O2's
-// compiler CPU, and runs at once; a unit is compiled again at -O2 in the background once a second plan (a later
-// step) launches one of its kernels (a parameter's initial values, launched by one plan, never are; a first step
-// that launches a kernel twice runs its launches before a rebuild competes with them), and each program takes the
-// optimized library up at its first launch after it is ready. Both builds compile the same C with
-// -ffp-contract=off, whose only FMAs are the IR's (src/codegen/contract.ts), so they compute the same bits. Both
-// go to the disk cache: a later run loads the optimized build, else the quick one and upgrades it the same way.
-// Optimized builds still running when a script ends are waited for; process.exit() kills them (Ctrl-C reaches them
-// as it reaches the process group).
+// compiler CPU, and runs at once. Each kernel is compiled again at -O2 in the background once its quick build has
+// shown that the rebuild pays: its launches are timed, and it is due when a plan's launches of it (a step's) take
+// a PAYBACK-th of the rebuild's estimated compiler CPU, or all its launches so far the whole of it. A kernel one
+// plan launches (a parameter's initial values) never is, nor is one whose launches take microseconds (an
+// optimizer's update of a bias), until it has spent what its rebuild would cost. Due kernels are rebuilt
+// hottest first (launch time per compiler second), in units of a few; each program takes its optimized library
+// up at its first launch after it is ready. Both builds compile the same C with -ffp-contract=off, whose only
+// FMAs are the IR's (src/codegen/contract.ts), so they compute the same bits. Both go to the disk cache: a later
+// run loads the optimized build, else the quick one and upgrades it the same way. Optimized builds still running
+// when a script ends are waited for; process.exit() kills them (Ctrl-C reaches them as it reaches the process
+// group).
 import { rmSync } from 'node:fs';
+import { availableParallelism } from 'node:os';
 import { join } from 'node:path';
 import { ContextVar } from '../helpers.ts';
+import { plansStarted } from './backend.ts';
 import { type CCompiler, compilerJobs, startUnit, type UnitKernel } from './cc.ts';
 import { CompilerRuns } from './compile-worker.ts';
 import { makeBuildDir, publishFile } from './diskcache.ts';
@@ -17,134 +22,215 @@ import { makeBuildDir, publishFile } from './diskcache.ts';
 /** 1: new kernels run from a quick build (-Og) until their -O2 build, made in the background, replaces it. */
 export const CC_TIERS = new ContextVar('CC_TIERS', 1);
 
-/**
- * A unit's optimized build: `take` starts it on its first call and gives its library once built, else
- * undefined (not built yet, or it failed: the quick build stays).
- */
-export interface Upgrade<L> {
-  take(): L | undefined;
-}
-
 /** A kernel and its content key, which names its optimized build in the disk cache. */
 export type Keyed = UnitKernel & { readonly key: string };
 
-interface Pending<L> {
-  readonly kernels: Keyed[];
-  slot?: number;
-  lib?: L | undefined;
-}
+/**
+ * -O2's compiler CPU per byte of a kernel's C (2-5 us on the 2-core VM: the three models' first-step units), and
+ * per kernel for its share of a compiler process (about 30 ms, shared by the kernels of a unit).
+ */
+const SECONDS_PER_BYTE = 3e-6;
+const SECONDS_PER_KERNEL = 0.005;
+/**
+ * A kernel is rebuilt once a plan's launches of its quick build take a CC_PAYBACK-th of the rebuild's estimated
+ * compiler CPU (it pays the rebuild back within as many plans), or all its launches so far the whole of it. 0: 8
+ * plans per core, as the rebuilds take cores from the steps: 16 on 2 cores, where rebuilding beautiful_mnist's
+ * convolutions (2-3 ms a launch at -Og, 0.1-0.2 s of gcc CPU each) in the second step slowed the steps after it
+ * more than running them at -Og; -1: every kernel a second plan launches.
+ */
+export const CC_PAYBACK = new ContextVar('CC_PAYBACK', 0);
+const payback = () => (CC_PAYBACK.value === 0 ? 8 * availableParallelism() : CC_PAYBACK.value);
+/** A rebuild unit holds due kernels, hottest first, until it has this much C (a process costs as much as 10 KB). */
+const UNIT_BYTES = 48 * 1024;
 
-/** Batches with optimized builds started, until the process exits. */
-const open = new Set<Upgrades<unknown>>();
-/** Batches whose started builds may still be compiling (checked at every CPU launch: kept short). */
-const compiling = new Set<Upgrades<unknown>>();
-let hooked = false;
-
-/** The optimized builds of a batch's units, each started when first wanted. */
-export class Upgrades<L> {
-  private readonly runs: CompilerRuns;
-  private dir: { dir: string; cached: boolean } | undefined;
-  private readonly units: Pending<L>[];
-  private closed = false;
-  /** Units started whose compiler may still run. */
-  private inFlight: Pending<L>[] = [];
+/** A kernel whose quick build runs: what its launches took, and its optimized build once due. */
+export class Upgrade<L> {
+  private spent = 0;
+  private plans = 0;
+  /** The plan in which it became due, once it has. */
+  queuedIn = -1;
+  private lastPlan = -1;
+  private unit: Rebuild<L> | undefined;
+  private readonly cost: number;
 
   constructor(
-    private readonly cc: CCompiler,
-    units: readonly (readonly Keyed[])[],
+    readonly kernel: Keyed,
+    readonly cc: CCompiler,
     /** Loads a built library (published under its kernels' keys where the cache is on). */
-    private readonly load: (path: string, kernels: readonly Keyed[]) => L,
+    readonly load: (path: string, kernels: readonly Keyed[]) => L,
   ) {
-    this.runs = new CompilerRuns(units.length, compilerJobs(), true);
-    this.units = units.map((kernels) => ({ kernels: [...kernels] }));
+    this.cost = kernel.source.length * SECONDS_PER_BYTE + SECONDS_PER_KERNEL;
   }
 
-  /** Unit `i`'s optimized build. */
-  of(i: number): Upgrade<L> {
-    return { take: () => this.take(this.units[i]!) };
+  /** Launch time per second of compiler CPU: the order due kernels are rebuilt in. */
+  get gain(): number {
+    return this.spent / Math.max(1, this.plans) / this.cost;
   }
 
-  private take(u: Pending<L>): L | undefined {
-    if ('lib' in u || this.closed) return u.lib;
-    if (u.slot === undefined) this.start(u);
-    else if (this.runs.ended(u.slot)) u.lib = this.finish(u);
-    return u.lib;
-  }
-
-  private start(u: Pending<L>): void {
-    this.dir ??= makeBuildDir();
-    hookExit();
-    open.add(this as Upgrades<unknown>);
-    const unit = { kernels: u.kernels, out: this.libraryOf(u) };
-    u.slot = startUnit(this.runs, this.cc, unit, '-O2');
-    this.inFlight.push(u);
-    compiling.add(this as Upgrades<unknown>);
-  }
-
-  private libraryOf(u: Pending<L>): string {
-    return join(this.dir!.dir, `${this.units.indexOf(u)}.so`);
-  }
-
-  /** Loads (publishing) unit u's library once its compiler ended; undefined where it failed. */
-  private finish(u: Pending<L>): L | undefined {
-    if (this.runs.wait(u.slot!) !== 'ok') return undefined;
-    try {
-      const out = this.libraryOf(u);
-      const keys = u.kernels.map((k) => k.key);
-      return this.load(this.dir!.cached ? publishFile(out, keys, '.so')[0]! : out, u.kernels);
-    } catch {
-      return undefined;
+  /** Counts a launch of the quick build that took `seconds`; queues the rebuild once it is due. */
+  ran(seconds: number): void {
+    if (this.lastPlan !== plansStarted()) {
+      this.lastPlan = plansStarted();
+      if (++this.plans === 2) repeated.add(new WeakRef(this as Upgrade<unknown>));
     }
+    this.spent += seconds;
+    if (this.queuedIn < 0 && this.plans > 1 && this.due()) this.enqueue();
   }
 
-  /** Whether an optimized build of this batch is compiling. */
-  compiling(): boolean {
-    this.inFlight = this.inFlight.filter((u) => !this.runs.ended(u.slot!));
-    if (this.inFlight.length === 0) compiling.delete(this as Upgrades<unknown>);
-    return this.inFlight.length > 0;
+  /** @internal Queues its rebuild. */
+  enqueue(): void {
+    this.queuedIn = plansStarted();
+    queue.push(this as Upgrade<unknown>);
   }
 
-  /** Waits for the optimized builds started and takes them up. */
-  settle(): void {
-    for (const u of this.units) if (u.slot !== undefined && !('lib' in u)) u.lib = this.finish(u);
+  private due(): boolean {
+    const plans = payback();
+    return plans < 0 || this.spent * plans >= this.cost * this.plans || this.spent >= this.cost;
   }
 
-  /** Starts no more builds, kills the running ones and removes their directory (for a process on its way out). */
+  /** The optimized build's library once built, else undefined (not due, not built yet, or failed: the quick build stays). */
+  take(): L | undefined {
+    if (queue.length > 0) startDue();
+    return this.unit?.take();
+  }
+
+  /** @internal */
+  startedIn(unit: Rebuild<L>): void {
+    this.unit = unit;
+  }
+}
+
+/** Due kernels not yet started. */
+const queue: Upgrade<unknown>[] = [];
+/** Kernels that two plans launched, due or not (held weakly: settleUpgrades rebuilds them all). */
+const repeated = new Set<WeakRef<Upgrade<unknown>>>();
+/** Rebuilds started whose compiler may still run, then those waiting to be loaded. */
+const started = new Set<Rebuild<unknown>>();
+let hooked = false;
+
+/** One compiler process's optimized build of a few due kernels. */
+class Rebuild<L> {
+  private readonly runs = new CompilerRuns(1, compilerJobs(), true);
+  private readonly dir = makeBuildDir();
+  private readonly slot: number;
+  private lib: L | undefined;
+  private done = false;
+
+  constructor(private readonly kernels: readonly Upgrade<L>[]) {
+    const first = kernels[0]!;
+    this.slot = startUnit(this.runs, first.cc, { kernels: this.kernelsOf(), out: this.out() }, '-O2');
+    for (const k of kernels) k.startedIn(this);
+    started.add(this as Rebuild<unknown>);
+  }
+
+  private kernelsOf(): Keyed[] {
+    return this.kernels.map((k) => k.kernel);
+  }
+
+  private out(): string {
+    return join(this.dir.dir, 'rebuild.so');
+  }
+
+  /** Whether its compiler has ended. */
+  ended(): boolean {
+    return this.done || this.runs.ended(this.slot);
+  }
+
+  /** The library once its compiler has ended (waiting where `wait`), loaded and published. */
+  take(wait = false): L | undefined {
+    if (this.done || (!wait && !this.runs.ended(this.slot))) return this.lib;
+    this.done = true;
+    started.delete(this as Rebuild<unknown>);
+    try {
+      if (this.runs.wait(this.slot) !== 'ok') return undefined;
+      const kernels = this.kernelsOf();
+      const keys = kernels.map((k) => k.key);
+      const path = this.dir.cached ? publishFile(this.out(), keys, '.so')[0]! : this.out();
+      this.lib = this.kernels[0]!.load(path, kernels);
+    } catch {
+      this.lib = undefined;
+    } finally {
+      rmSync(this.dir.dir, { recursive: true, force: true });
+    }
+    return this.lib;
+  }
+
+  /** Kills its compiler and removes its directory (for a process on its way out). */
   cancel(): void {
     this.runs.cancel();
-    this.close();
+    this.done = true;
+    rmSync(this.dir.dir, { recursive: true, force: true });
   }
+}
 
-  close(): void {
-    this.closed = true;
-    open.delete(this as Upgrades<unknown>);
-    compiling.delete(this as Upgrades<unknown>);
-    if (this.dir !== undefined) rmSync(this.dir.dir, { recursive: true, force: true });
+/**
+ * Starts due kernels' rebuilds, hottest first, while a compiler lane is free: those that became due in an earlier
+ * plan (all of them where `all`), so that a step's due kernels are ranked together once it has run.
+ */
+function startDue(all = false): void {
+  const plan = plansStarted();
+  if (!all && queue.every((k) => k.queuedIn === plan)) return;
+  let running = 0;
+  for (const r of started) if (!r.ended()) running++;
+  const lanes = compilerJobs();
+  while (running < lanes) {
+    queue.sort((a, b) => b.gain - a.gain);
+    const ready = (k: Upgrade<unknown>) => all || k.queuedIn < plan;
+    const first = queue.find(ready);
+    if (first === undefined) return;
+    // a unit compiles with one compiler: kernels of another wait for a unit of their own
+    const unit: Upgrade<unknown>[] = [];
+    let bytes = 0;
+    for (let i = 0; i < queue.length && bytes < UNIT_BYTES; ) {
+      const k = queue[i]!;
+      if (k.cc !== first.cc || !ready(k)) i++;
+      else {
+        unit.push(k);
+        bytes += k.kernel.source.length;
+        queue.splice(i, 1);
+      }
+    }
+    hookExit();
+    new Rebuild(unit);
+    running++;
   }
 }
 
 function hookExit(): void {
   if (hooked) return;
   hooked = true;
-  // the quick builds of units not started stay what the next run loads
+  // due kernels not started keep the quick build the next run loads
   process.on('beforeExit', () => {
-    for (const u of open) {
-      u.settle();
-      u.close();
-    }
+    for (const r of started) r.take(true);
   });
   process.on('exit', () => {
-    for (const u of open) u.cancel();
+    for (const r of started) r.cancel();
   });
 }
 
 /** Whether an optimized build is compiling (the CPU's kernels then run on one thread: src/runtime/cpu.ts). */
 export function rebuilding(): boolean {
-  for (const u of compiling) if (u.compiling()) return true;
+  for (const r of started) if (!r.ended()) return true;
   return false;
 }
 
-/** Waits for every optimized build started and takes it up (a bench's later steps, a script's end). */
+/** Waits for the optimized builds started to end, and loads them (BEAM's trials, timed without them). */
+export function waitForRebuilds(): void {
+  for (const r of [...started]) r.take(true);
+}
+
+/**
+ * Rebuilds every kernel that two plans launched, due or not, waits for them and loads them: the later launches
+ * run what a long run settles on (a bench's later steps).
+ */
 export function settleUpgrades(): void {
-  for (const u of open) u.settle();
+  for (const ref of repeated) {
+    repeated.delete(ref);
+    const k = ref.deref();
+    if (k !== undefined && k.queuedIn < 0) k.enqueue();
+  }
+  while (queue.length > 0 || started.size > 0) {
+    startDue(true);
+    waitForRebuilds();
+  }
 }

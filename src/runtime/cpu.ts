@@ -17,20 +17,11 @@ import {
   type KernelLanguage,
   type KernelSource,
   type Program,
-  plansStarted,
   secondsSince,
 } from './backend.ts';
 import type { DeviceBuffer } from './buffer.ts';
-import {
-  type CCompiler,
-  compileFlags,
-  compilerJobs,
-  findCompiler,
-  LDFLAGS,
-  type Level,
-  UnitBuilds,
-} from './cc.ts';
-import { CC_TIERS, type Keyed, rebuilding, settleUpgrades, type Upgrade, Upgrades } from './cc-upgrades.ts';
+import { type CCompiler, compileFlags, findCompiler, LDFLAGS, type Level, UnitBuilds } from './cc.ts';
+import { CC_TIERS, type Keyed, rebuilding, Upgrade, waitForRebuilds } from './cc-upgrades.ts';
 import { cachedFile, makeBuildDir, publishFile } from './diskcache.ts';
 
 type Koffi = typeof import('koffi');
@@ -68,17 +59,17 @@ export const THREADS = new ContextVar('THREADS', 0);
 
 /**
  * A loaded library; its programs hold it, and it is unloaded once neither they nor the cache do. A quick build
- * (CC_TIERS) has the optimized build that replaces it.
+ * (CC_TIERS) has each kernel's optimized build to come, by symbol.
  */
 interface Library {
   handle: LibraryHandle;
-  upgrade?: Upgrade<Library>;
+  upgrades?: Map<string, Upgrade<Library>>;
 }
 // dlclose counts: loading a path again after its Library was dropped gives a handle of its own, unloaded apart
 const unloadWhenDropped = new FinalizationRegistry<LibraryHandle>((handle) => handle.unload());
 
-function loaded(handle: LibraryHandle, upgrade?: Upgrade<Library>): Library {
-  const lib = { handle, upgrade };
+function loaded(handle: LibraryHandle): Library {
+  const lib: Library = { handle };
   unloadWhenDropped.register(lib, handle);
   return lib;
 }
@@ -161,14 +152,12 @@ export class CPUBackend extends Backend {
     const compiler = this.compilerKey();
     // BEAM's trials time the optimized build, once no rebuild competes for the cores (or runs their loops on one
     // thread)
-    if (opts.trial) settleUpgrades();
+    if (opts.trial) waitForRebuilds();
     const quick = !opts.trial && CC_TIERS.value > 0;
     const quickCompiler = quick ? this.compilerKey('-Og') : '';
     const results: (Program | Error)[] = new Array(kernels.length);
     // the kernels being built, once per content key, with the positions of the results they give
     const building = new Map<string, Job>();
-    // quick builds loaded without an optimized build to follow them
-    const found: { kernel: Keyed; lib: Library }[] = [];
     // made when the first unit starts: a warm start, every kernel found, touches no directory
     let build: { dir: string; cached: boolean } | undefined;
     try {
@@ -195,8 +184,7 @@ export class CPUBackend extends Backend {
           lib === undefined && quick ? sha256(JSON.stringify([source, quickCompiler, LIBRARY_FORMAT])) : key;
         if (lib === undefined && quick) {
           lib = this.libraries.get(quickKey) ?? this.fromDisk(quickKey);
-          if (lib !== undefined && lib.upgrade === undefined)
-            found.push({ kernel: { name, source, symbol, key }, lib });
+          if (lib !== undefined) this.upgradeFrom(lib, { name, source, symbol, key }, cc);
         }
         if (lib !== undefined) results[i] = new CPUProgram(this, name, symbol, lib);
         else if (building.has(key)) building.get(key)!.at.push(i);
@@ -207,15 +195,14 @@ export class CPUBackend extends Backend {
         }
       });
       const built = builds.finish();
-      const ok = built.filter((u) => u.error === undefined).map((u) => u.kernels);
-      const upgrades = quick && ok.length > 0 ? new Upgrades(cc, ok, this.optimized) : undefined;
       for (const { kernels: unit, out, error } of built) {
         let lib: Library | Error | undefined = error;
         if (lib === undefined)
           try {
             const keys = unit.map((k) => k.cachedAs);
             const path = build!.cached && !opts.trial ? publishFile(out, keys, '.so')[0]! : out;
-            lib = loaded(koffi().load(path), upgrades?.of(ok.indexOf(unit)));
+            lib = loaded(koffi().load(path));
+            if (quick) for (const k of unit) this.upgradeFrom(lib, k, cc);
           } catch (e) {
             lib = e as Error;
           }
@@ -225,27 +212,18 @@ export class CPUBackend extends Backend {
             results[i] = lib instanceof Error ? lib : new CPUProgram(this, k.name, k.symbol, lib);
         }
       }
-      if (found.length > 0) this.upgradeFound(cc, found);
       return results;
     } finally {
       if (build !== undefined) rmSync(build.dir, { recursive: true, force: true });
     }
   }
 
-  /** Optimized builds to follow quick builds from the disk cache, in one unit per compiler lane. */
-  private upgradeFound(cc: CCompiler, found: readonly { kernel: Keyed; lib: Library }[]): void {
-    const per = Math.ceil(found.length / compilerJobs());
-    const units = Array.from({ length: Math.ceil(found.length / per) }, (_, u) =>
-      found.slice(u * per, (u + 1) * per),
-    );
-    const upgrades = new Upgrades(
-      cc,
-      units.map((unit) => unit.map((f) => f.kernel)),
-      this.optimized,
-    );
-    units.forEach((unit, u) => {
-      for (const { lib } of unit) lib.upgrade = upgrades.of(u);
-    });
+  /** Gives a kernel of a quick build, built now or found on disk, its optimized build to come (once). */
+  private upgradeFrom(lib: Library, kernel: Keyed, cc: CCompiler): void {
+    lib.upgrades ??= new Map();
+    const { name, source, symbol, key } = kernel;
+    if (!lib.upgrades.has(symbol))
+      lib.upgrades.set(symbol, new Upgrade({ name, source, symbol, key }, cc, this.optimized));
   }
 
   /** Loads an optimized build of kernels whose quick build runs (CC_TIERS), for the programs to take up. */
@@ -299,9 +277,8 @@ type Job = Keyed & { cachedAs: string; at: number[] };
 
 class CPUProgram implements Program {
   private fn: ((...args: number[]) => void) | undefined;
-  /** The plans that launched it (src/runtime/backend.ts planStarts), and the last. */
-  private plans = 0;
-  private lastPlan = -1;
+  /** Its optimized build to come, while it runs from its quick build (CC_TIERS). */
+  private upgrade: Upgrade<Library> | undefined;
   private nbufs = -1;
   private nvars = -1;
 
@@ -311,7 +288,9 @@ class CPUProgram implements Program {
     /** The function's name in the library (see compileMany). */
     private readonly symbol: string,
     private lib: Library,
-  ) {}
+  ) {
+    this.upgrade = lib.upgrades?.get(symbol);
+  }
 
   get device(): string {
     return this.backend.name;
@@ -319,23 +298,16 @@ class CPUProgram implements Program {
 
   /** '-Og' while the kernel runs from its quick build (CC_TIERS). */
   get tier(): string | undefined {
-    return this.lib.upgrade === undefined ? undefined : '-Og';
+    return this.upgrade === undefined ? undefined : '-Og';
   }
 
   run(bufs: readonly DeviceBuffer[], vals: readonly number[] = [], timed = false): number {
     checkBuffers(this.backend, this.name, bufs);
-    // a kernel one plan launches (a parameter's initial values) keeps its quick build; one a later step runs
-    // again is rebuilt, after the first step's launches, which a rebuild would slow
-    if (this.lib.upgrade !== undefined) {
-      if (this.lastPlan !== plansStarted()) {
-        this.lastPlan = plansStarted();
-        this.plans++;
-      }
-      const optimized = this.plans > 1 ? this.lib.upgrade.take() : undefined;
-      if (optimized !== undefined) {
-        this.lib = optimized;
-        this.fn = undefined;
-      }
+    const optimized = this.upgrade?.take();
+    if (optimized !== undefined) {
+      this.lib = optimized;
+      this.upgrade = undefined;
+      this.fn = undefined;
     }
     const fn = this.bind(bufs.length, vals.length);
     // pointers go as uintptr_t numbers: a call costs half of passing TypedArrays, and the
@@ -344,9 +316,12 @@ class CPUProgram implements Program {
     const args = new Array<number>(bufs.length + vals.length);
     for (let i = 0; i < bufs.length; i++) args[i] = (bufs[i]!.memory as HostMemory).address;
     for (let i = 0; i < vals.length; i++) args[bufs.length + i] = vals[i]!;
-    const start = timed ? performance.now() : 0;
+    // a quick build's launches are timed: what they take decides when its rebuild is due
+    const start = timed || this.upgrade !== undefined ? performance.now() : 0;
     fn(...args);
-    return timed ? secondsSince(start) : 0;
+    const seconds = start === 0 ? 0 : secondsSince(start);
+    this.upgrade?.ran(seconds);
+    return seconds;
   }
 
   /** The function with the prototype `void name(void* x nbufs, int32 x nvars)`, made on first use. */

@@ -1,6 +1,6 @@
 // Kernels built in two tiers on the CPU (src/runtime/cc-upgrades.ts): a quick -Og build runs first, the -O2
-// build, started when a second plan (a later step) launches the kernel, replaces it once ready, and both compute
-// the same bits.
+// build, started once a second plan (a later step) has shown that it pays, replaces it once ready, and both
+// compute the same bits.
 import { spawnSync } from 'node:child_process';
 import { mkdtempSync, readdirSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -11,12 +11,18 @@ import { dtypes } from '../../src/dtype.ts';
 import { Context } from '../../src/helpers.ts';
 import { type Program, planStarts } from '../../src/runtime/backend.ts';
 import { DeviceBuffer } from '../../src/runtime/buffer.ts';
-import { settleUpgrades } from '../../src/runtime/cc-upgrades.ts';
+import { settleUpgrades, waitForRebuilds } from '../../src/runtime/cc-upgrades.ts';
 import { CPUBackend } from '../../src/runtime/cpu.ts';
 import { Device } from '../../src/runtime/device.ts';
 import { Tensor } from '../../src/tensor/index.ts';
 
 const newCache = () => mkdtempSync(join(tmpdir(), 'tsgrad-tiers-'));
+
+/** A step: a plan that launches `p` `times` times. */
+function plan(p: Program, bufs: DeviceBuffer[], times = 1, vals: number[] = []): void {
+  planStarts();
+  for (let i = 0; i < times; i++) p.run(bufs, vals);
+}
 
 /** A small training step's loss and gradients (matmul, tanh, exp and log in a softmax, sqrt), as bits. */
 function step(): Uint8Array[] {
@@ -44,7 +50,8 @@ function launches(run: () => void): string[] {
 describe('CPU kernel tiers', () => {
   // first in the file: its kernels are new to the process
   it('runs the quick build first, then the optimized one, and both give the same bits', () => {
-    Context.with({ DEV: 'CPU', CC_TIERS: 1, CACHEDIR: newCache() }, () => {
+    // every kernel a second plan launches is rebuilt, however short its launches
+    Context.with({ DEV: 'CPU', CC_TIERS: 1, CC_PAYBACK: -1, CACHEDIR: newCache() }, () => {
       let quick: Uint8Array[] = [];
       const first = launches(() => {
         quick = step();
@@ -71,25 +78,20 @@ describe('CPU kernel tiers', () => {
     // a new backend loads what the disk cache has, as the next process would
     const compile = (backend = new CPUBackend('CPU')) =>
       backend.compileMany([{ name: 'k', source }])[0] as Program;
-    // a step: a plan that launches the kernel `times` times
-    const step = (p: Program, times = 1) => {
-      planStarts();
-      for (let i = 0; i < times; i++) p.run([buf]);
-    };
-    Context.with({ CC_TIERS: 1, CACHEDIR: newCache() }, () => {
+    Context.with({ CC_TIERS: 1, CC_PAYBACK: -1, CACHEDIR: newCache() }, () => {
       const [trial] = new CPUBackend('CPU').compileMany([{ name: 'k', source }], { trial: true });
       expect(trial).toMatchObject({ tier: undefined });
       // launched by one plan only, as a parameter's initial values: no optimized build; the next run loads the
       // quick one
       const once = compile(cpu);
       expect(once.tier).toBe('-Og');
-      step(once, 2);
+      plan(once, [buf], 2);
       settleUpgrades();
       expect(compile().tier).toBe('-Og');
       const again = compile(cpu);
       expect(again.tier).toBe('-Og');
-      step(again);
-      step(again);
+      plan(again, [buf]);
+      plan(again, [buf]);
       settleUpgrades();
       // taken up at the next launch, within a plan or not (a bench's recorded launches)
       again.run([buf]);
@@ -97,6 +99,36 @@ describe('CPU kernel tiers', () => {
       // x -> 2x + 1 five times: 32x + 31, the same in either build
       expect([...(buf.copyout() as Float32Array)]).toEqual([63, 95, 127, 159]);
       expect(compile().tier).toBe(undefined);
+    });
+  });
+
+  it('rebuilds a kernel whose launches pay for it, and not one whose launches take microseconds', () => {
+    // n multiply-adds of a running value: n sets how long a launch takes
+    const source = `void spin(float* restrict data0, int n) {
+  float x = data0[0];
+  for (int i = 0; i < n; i++) x = x * 0.999f + 0.001f;
+  data0[0] = x;
+}`;
+    const cpu = Device.get('CPU') as CPUBackend;
+    const buf = new DeviceBuffer(cpu, 1, dtypes.float32);
+    Context.with({ CC_TIERS: 1, CC_PAYBACK: 2, CACHEDIR: newCache() }, () => {
+      const [short, long] = cpu.compileMany([
+        { name: 'spin', source },
+        { name: 'spin', source: `${source}\n` },
+      ]) as Program[];
+      // microseconds a launch at -Og, against a rebuild's estimate of over 5 ms: not due in 3 plans
+      for (let i = 0; i < 3; i++) plan(short!, [buf], 1, [1000]);
+      // 5-10 ms a launch: due in the second plan, started in the third
+      for (let i = 0; i < 3; i++) plan(long!, [buf], 1, [5_000_000]);
+      waitForRebuilds();
+      short!.run([buf], [1]);
+      long!.run([buf], [1]);
+      expect(short!.tier).toBe('-Og');
+      expect(long!.tier).toBe(undefined);
+      // a bench's later steps: every kernel two plans launched is rebuilt
+      settleUpgrades();
+      short!.run([buf], [1]);
+      expect(short!.tier).toBe(undefined);
     });
   });
 
@@ -116,15 +148,13 @@ void team(int* restrict data0) {
     };
     const p = Context.with({ CC_TIERS: 0 }, () => cpu.compileMany([{ name: 'team', source }])[0] as Program);
     expect(team()).toBe(2);
-    Context.with({ CC_TIERS: 1, CACHEDIR: newCache() }, () => {
+    Context.with({ CC_TIERS: 1, CC_PAYBACK: -1, CACHEDIR: newCache() }, () => {
       const other = cpu.compileMany([
         { name: 'other', source: 'void other(int* restrict data0) { data0[0] = 7; }' },
       ]);
-      for (let i = 0; i < 2; i++) {
-        planStarts();
-        (other[0] as Program).run([out]);
-      }
-      // the second plan started other's optimized build, which cannot have ended yet
+      // due in the second plan, started in the third
+      for (let i = 0; i < 3; i++) plan(other[0] as Program, [out]);
+      // other's optimized build cannot have ended yet
       expect(team()).toBe(1);
       settleUpgrades();
       expect(team()).toBe(2);
