@@ -71,7 +71,11 @@ export class Upgrade<L> {
   ran(seconds: number): void {
     if (this.lastPlan !== plansStarted()) {
       this.lastPlan = plansStarted();
-      if (++this.plans === 2) repeated.add(new WeakRef(this as Upgrade<unknown>));
+      if (++this.plans === 2) {
+        const ref = new WeakRef(this as Upgrade<unknown>);
+        repeated.add(ref);
+        forget.register(this, ref);
+      }
     }
     this.spent += seconds;
     if (this.queuedIn < 0 && this.plans > 1 && this.due()) this.enqueue();
@@ -104,6 +108,7 @@ export class Upgrade<L> {
 const queue: Upgrade<unknown>[] = [];
 /** Kernels that two plans launched, due or not (held weakly: settleUpgrades rebuilds them all). */
 const repeated = new Set<WeakRef<Upgrade<unknown>>>();
+const forget = new FinalizationRegistry<WeakRef<Upgrade<unknown>>>((ref) => repeated.delete(ref));
 /** Rebuilds started whose compiler may still run, then those waiting to be loaded. */
 const started = new Set<Rebuild<unknown>>();
 let hooked = false;
