@@ -183,12 +183,12 @@ function startDue(all = false): void {
     const ready = (k: Upgrade<unknown>) => all || k.queuedIn < plan;
     const first = queue.find(ready);
     if (first === undefined) return;
-    // a unit compiles with one compiler: kernels of another wait for a unit of their own
+    // a unit compiles with one compiler and loads into one backend: kernels of another wait for a unit of their own
     const unit: Upgrade<unknown>[] = [];
     let bytes = 0;
     for (let i = 0; i < queue.length && bytes < UNIT_BYTES; ) {
       const k = queue[i]!;
-      if (k.cc !== first.cc || !ready(k)) i++;
+      if (k.cc !== first.cc || k.load !== first.load || !ready(k)) i++;
       else {
         unit.push(k);
         bytes += k.kernel.source.length;
