@@ -164,7 +164,8 @@ export abstract class Backend {
 let plans = 0;
 /**
  * Called as a schedule's launches (or a JIT's replay) begin: a program can tell a kernel run again by a later
- * step from one a step launches twice (the CPU's tiers rebuild only the first: src/runtime/cc-upgrades.ts).
+ * step from one a step launches twice, and what its launches take per step (the CPU's tiers rebuild only the
+ * first, by that: src/runtime/cc-upgrades.ts).
  */
 export function planStarts(): void {
   plans++;

@@ -1,7 +1,7 @@
 // Kernels built in two tiers (CC_TIERS): a batch of new kernels is compiled at -Og, about a third of -O2's
 // compiler CPU, and runs at once. Each kernel is compiled again at -O2 in the background once its quick build has
 // shown that the rebuild pays: its launches are timed, and it is due when a plan's launches of it (a step's) take
-// a PAYBACK-th of the rebuild's estimated compiler CPU, or all its launches so far the whole of it. A kernel one
+// a CC_PAYBACK-th of the rebuild's estimated compiler CPU, or all its launches so far the whole of it. A kernel one
 // plan launches (a parameter's initial values) never is, nor is one whose launches take microseconds (an
 // optimizer's update of a bias), until it has spent what its rebuild would cost. Due kernels are rebuilt
 // hottest first (launch time per compiler second), in units of a few; each program takes its optimized library
@@ -92,13 +92,16 @@ export class Upgrade<L> {
     return plans < 0 || this.spent * plans >= this.cost * this.plans || this.spent >= this.cost;
   }
 
-  /** The optimized build's library once built, else undefined (not due, not built yet, or failed: the quick build stays). */
+  /**
+   * The optimized build's library once built, else undefined (not due, not built yet, or failed: the quick build
+   * stays). Starts due kernels' rebuilds where a compiler lane has freed.
+   */
   take(): L | undefined {
     if (queue.length > 0) startDue();
     return this.unit?.take();
   }
 
-  /** @internal */
+  /** @internal The rebuild that compiles it. */
   startedIn(unit: Rebuild<L>): void {
     this.unit = unit;
   }

@@ -321,7 +321,7 @@ class CPUProgram implements Program {
     fn(...args);
     const seconds = start === 0 ? 0 : secondsSince(start);
     this.upgrade?.ran(seconds);
-    return seconds;
+    return timed ? seconds : 0;
   }
 
   /** The function with the prototype `void name(void* x nbufs, int32 x nvars)`, made on first use. */
