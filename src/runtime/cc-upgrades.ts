@@ -85,6 +85,7 @@ export class Upgrade<L> {
   enqueue(): void {
     this.queuedIn = plansStarted();
     queue.push(this as Upgrade<unknown>);
+    earliest = Math.min(earliest, this.queuedIn);
   }
 
   private due(): boolean {
@@ -107,8 +108,9 @@ export class Upgrade<L> {
   }
 }
 
-/** Due kernels not yet started. */
+/** Due kernels not yet started, and the earliest plan one of them became due in. */
 const queue: Upgrade<unknown>[] = [];
+let earliest = Infinity;
 /** Kernels that two plans launched, due or not (held weakly: settleUpgrades rebuilds them all). */
 const repeated = new Set<WeakRef<Upgrade<unknown>>>();
 const forget = new FinalizationRegistry<WeakRef<Upgrade<unknown>>>((ref) => repeated.delete(ref));
@@ -177,7 +179,8 @@ class Rebuild<L> {
  */
 function startDue(all = false): void {
   const plan = plansStarted();
-  if (!all && queue.every((k) => k.queuedIn === plan)) return;
+  // checked at every launch of a quick build while kernels wait: kept to a comparison
+  if (!all && earliest >= plan) return;
   let running = 0;
   for (const r of started) if (!r.ended()) running++;
   const lanes = compilerJobs();
@@ -198,6 +201,7 @@ function startDue(all = false): void {
         queue.splice(i, 1);
       }
     }
+    earliest = queue.reduce((e, k) => Math.min(e, k.queuedIn), Infinity);
     hookExit();
     new Rebuild(unit);
     running++;
