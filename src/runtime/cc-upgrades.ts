@@ -98,7 +98,7 @@ export class Upgrade<L> {
    * stays). Starts due kernels' rebuilds where a compiler lane has freed.
    */
   take(): L | undefined {
-    if (queue.length > 0) startDue();
+    startDue();
     return this.unit?.take();
   }
 
@@ -184,8 +184,8 @@ function startDue(all = false): void {
   let running = 0;
   for (const r of started) if (!r.ended()) running++;
   const lanes = compilerJobs();
+  queue.sort((a, b) => b.gain - a.gain);
   while (running < lanes) {
-    queue.sort((a, b) => b.gain - a.gain);
     const ready = (k: Upgrade<unknown>) => all || k.queuedIn < plan;
     const first = queue.find(ready);
     if (first === undefined) return;
