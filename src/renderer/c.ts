@@ -235,7 +235,12 @@ function cLanguage(indexType: string, dialect: Dialect = C_DIALECT): Language {
     const t = vectorType(u.dtype, lanes);
     if (fused(u)) {
       const name = `tg_fma_${t.slice(3)}`;
-      if (!helpers.has(name)) helpers.set(name, vectorFma(name, t, u.dtype.base, lanes));
+      if (!helpers.has(name)) helpers.set(name, x86Helper(name, t, u.dtype.base, lanes, X86_FMA, 'fma'));
+      return name;
+    }
+    if (u.op === Ops.SQRT && FMA_TYPES.has(u.dtype.base)) {
+      const name = `tg_sqrt_${t.slice(3)}`;
+      if (!helpers.has(name)) helpers.set(name, x86Helper(name, t, u.dtype.base, lanes, X86_SQRT, 'sqrt'));
       return name;
     }
     if (u.op !== Ops.MAX && u.op !== Ops.EXP2) return undefined;
@@ -470,6 +475,12 @@ function cLanguage(indexType: string, dialect: Dialect = C_DIALECT): Language {
 }
 
 /**
+ * How the C helpers are declared: inlined at every optimization level, as -Og (a kernel's quick build,
+ * src/runtime/cc-upgrades.ts) inlines nothing of its own and would call an FMA or an exp2 per element.
+ */
+const INLINE = 'static inline __attribute__((always_inline))';
+
+/**
  * A definition kernels share (the prelude, a vector type or helper), guarded so that several kernels' sources
  * concatenate into one translation unit (the CPU device compiles them in batches) with each defined once.
  */
@@ -479,30 +490,30 @@ const once = (name: string, text: string) =>
 // Floor division and its remainder, defined everywhere as numpy defines them: C's / and % truncate, and
 // trap on a zero divisor and on INT_MIN / -1 (x / 0 is 0 here, INT_MIN / -1 wraps to INT_MIN).
 const signedHelpers = ([n, t, u]: readonly [string, string, string]) => `
-static inline ${t} tg_floordiv_${n}(${t} a, ${t} b) {
+${INLINE} ${t} tg_floordiv_${n}(${t} a, ${t} b) {
   if (b == 0) return 0;
   if (b == -1) return (${t})(0 - (${u})a);
   ${t} q = a / b; return q - ((a % b != 0) && ((a < 0) != (b < 0)));
 }
-static inline ${t} tg_floormod_${n}(${t} a, ${t} b) {
+${INLINE} ${t} tg_floormod_${n}(${t} a, ${t} b) {
   if (b == 0 || b == -1) return 0;
   ${t} r = a % b; return r + ((r != 0) && ((r < 0) != (b < 0))) * b;
 }`;
 const unsignedHelpers = ([n, t]: readonly [string, string]) => `
-static inline ${t} tg_floordiv_${n}(${t} a, ${t} b) { return b == 0 ? 0 : a / b; }
-static inline ${t} tg_floormod_${n}(${t} a, ${t} b) { return b == 0 ? 0 : a % b; }`;
+${INLINE} ${t} tg_floordiv_${n}(${t} a, ${t} b) { return b == 0 ? 0 : a / b; }
+${INLINE} ${t} tg_floormod_${n}(${t} a, ${t} b) { return b == 0 ? 0 : a % b; }`;
 
 // bfloat16 is the top half of a float32; rounding to it is to nearest, ties to even, with NaN kept NaN
 const BF16_HELPERS = `
-static inline float tg_bf16_to_float(unsigned short b) {
+${INLINE} float tg_bf16_to_float(unsigned short b) {
   unsigned int u = (unsigned int)b << 16; float f; __builtin_memcpy(&f, &u, sizeof f); return f;
 }
-static inline unsigned short tg_float_to_bf16(float f) {
+${INLINE} unsigned short tg_float_to_bf16(float f) {
   unsigned int u; __builtin_memcpy(&u, &f, sizeof u);
   if ((u & 0x7fffffffu) > 0x7f800000u) return (unsigned short)((u >> 16) | 0x40u);
   return (unsigned short)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
 }
-static inline float tg_bf16_round(float f) { return tg_bf16_to_float(tg_float_to_bf16(f)); }`;
+${INLINE} float tg_bf16_round(float f) { return tg_bf16_to_float(tg_float_to_bf16(f)); }`;
 
 // mma.sync takes A and B in 32-bit registers: two float16 or bfloat16 values each (the lower-numbered element in
 // the low half), or one tf32 (a float32 rounded to 10 bits of mantissa by cvt.rna); C and D are float32 registers
@@ -603,16 +614,18 @@ const vectorMax = (
   t: string,
   mask: string,
   nan: boolean,
-) => `static inline ${t} ${name}(${t} a, ${t} b) {
+) => `${INLINE} ${t} ${name}(${t} a, ${t} b) {
   ${mask} k = (a > b)${nan ? ' | (a != a)' : ''};
   return (${t})((k & (${mask})a) | (~k & (${mask})b));
 }`;
 
 const FMA_TYPES: ReadonlySet<DType> = new Set([dtypes.float32, dtypes.float64]);
 
-// x86's vector FMA builtins by element and lanes (what immintrin.h's _mm*_fmadd_p* call, without its 30,000
-// lines of parsing); elsewhere an FMA per lane, which gcc's -O2 makes one vector instruction again
-const X86_FMA: Record<string, { guard: string; call: string }> = {
+// x86's vector builtins by element and lanes (what immintrin.h's _mm*_fmadd_p* and _mm*_sqrt_p* call, without its
+// 30,000 lines of parsing); elsewhere the op per lane, which gcc's -O2 makes one vector instruction again and -Og
+// (a kernel's quick build) does not
+type X86Builtins = Record<string, { guard: string; call: string }>;
+const X86_FMA: X86Builtins = {
   float4: { guard: '__FMA__', call: '__builtin_ia32_vfmaddps(a, b, c)' },
   float8: { guard: '__FMA__', call: '__builtin_ia32_vfmaddps256(a, b, c)' },
   float16: { guard: '__AVX512F__', call: '__builtin_ia32_vfmaddps512_mask(a, b, c, (unsigned short)-1, 4)' },
@@ -620,14 +633,33 @@ const X86_FMA: Record<string, { guard: string; call: string }> = {
   double4: { guard: '__FMA__', call: '__builtin_ia32_vfmaddpd256(a, b, c)' },
   double8: { guard: '__AVX512F__', call: '__builtin_ia32_vfmaddpd512_mask(a, b, c, (unsigned char)-1, 4)' },
 };
-const vectorFma = (name: string, t: string, element: DType, lanes: number) => {
-  const lanewise = `(${t}){${Array.from({ length: lanes }, (_, i) => `__builtin_fma${mathSuffix(element)}(a[${i}], b[${i}], c[${i}])`).join(', ')}}`;
-  const x86 = X86_FMA[`${element === dtypes.float64 ? 'double' : 'float'}${lanes}`];
+const X86_SQRT: X86Builtins = {
+  float4: { guard: '__SSE__', call: '__builtin_ia32_sqrtps(a)' },
+  float8: { guard: '__AVX__', call: '__builtin_ia32_sqrtps256(a)' },
+  float16: { guard: '__AVX512F__', call: '__builtin_ia32_sqrtps512_mask(a, a, (unsigned short)-1, 4)' },
+  double2: { guard: '__SSE2__', call: '__builtin_ia32_sqrtpd(a)' },
+  double4: { guard: '__AVX__', call: '__builtin_ia32_sqrtpd256(a)' },
+  double8: { guard: '__AVX512F__', call: '__builtin_ia32_sqrtpd512_mask(a, a, (unsigned char)-1, 4)' },
+};
+/** The vector function `name` of the float vector type t: x86's builtin where the target has one, else per lane. */
+const x86Helper = (
+  name: string,
+  t: string,
+  element: DType,
+  lanes: number,
+  builtins: X86Builtins,
+  op: string,
+) => {
+  const params = op === 'fma' ? ['a', 'b', 'c'] : ['a'];
+  const lane = (i: number) =>
+    `__builtin_${op}${mathSuffix(element)}(${params.map((p) => `${p}[${i}]`).join(', ')})`;
+  const lanewise = `(${t}){${Array.from({ length: lanes }, (_, i) => lane(i)).join(', ')}}`;
+  const x86 = builtins[`${element === dtypes.float64 ? 'double' : 'float'}${lanes}`];
   const body =
     x86 === undefined
       ? `  return ${lanewise};`
       : `#if defined(${x86.guard})\n  return ${x86.call};\n#else\n  return ${lanewise};\n#endif`;
-  return `static inline ${t} ${name}(${t} a, ${t} b, ${t} c) {\n${body}\n}`;
+  return `${INLINE} ${t} ${name}(${params.map((p) => `${t} ${p}`).join(', ')}) {\n${body}\n}`;
 };
 
 // 2^x for floats as the decomposition builds it (src/codegen/decompose.ts): x clamped to where the result
@@ -641,7 +673,7 @@ const exp2Horner = (zero: string) =>
     `p = ${zero}${EXP2_SERIES.at(-1)};`,
   );
 const EXP2_HELPER = `
-static inline float tg_exp2f(float x) {
+${INLINE} float tg_exp2f(float x) {
   float c = x != x ? 0.0f : x < -151.0f ? -151.0f : x > 129.0f ? 129.0f : x;
   float n = (c + 12582912.0f) - 12582912.0f, r = c - n, p;
   ${exp2Horner('')}
@@ -649,7 +681,7 @@ static inline float tg_exp2f(float x) {
   float s1, s2; __builtin_memcpy(&s1, &b1, sizeof s1); __builtin_memcpy(&s2, &b2, sizeof s2);
   return x != x ? x : p * s1 * s2;
 }`;
-const vectorExp2 = (name: string, t: string, mask: string) => `static inline ${t} ${name}(${t} x) {
+const vectorExp2 = (name: string, t: string, mask: string) => `${INLINE} ${t} ${name}(${t} x) {
   ${mask} nan = x != x, lo, hi;
   ${t} c = (${t})(~nan & (${mask})x);
   lo = c < -151.0f; c = (${t})((lo & (${mask})((${t}){} - 151.0f)) | (~lo & (${mask})c));
@@ -755,7 +787,7 @@ static __device__ inline void tg_memcpy(void* d, const void* s, unsigned long lo
 template <class T, class F> static __device__ inline T tg_bitcast(F f) { T t; tg_memcpy(&t, &f, sizeof t); return t; }
 ${PRELUDE.replace(LIBM, '')
   .replace(HALF, '\ntypedef half tg_half;')
-  .replaceAll('static inline', 'static __device__ inline')}${CUDA_BFLOAT}${CUDA_VECTOR_PRELUDE}`;
+  .replaceAll(INLINE, 'static __device__ inline')}${CUDA_BFLOAT}${CUDA_VECTOR_PRELUDE}`;
 const AXES = 'xyz';
 
 /** The sizes of a kernel's grid (gidx) and of its workgroups (lidx), x y z: 1 where a dimension is unused. */

@@ -15,7 +15,7 @@ export const CC = new ContextVar<string>('CC', '');
  * and it costs compiler CPU (first-step units, min of 2 interleaved on the 2-core machine: MNIST CNN 2.32 s at
  * -O3, 1.85 s at -O2 -fpeel-loops; MLP 1.30, 1.19; transformer 5.68, 5.32). A kernel's quick build
  * (src/runtime/cc-upgrades.ts) is -Og: a third of -O2's compiler CPU (the three models' first-step units: MNIST
- * CNN 0.63 s against 2.10, transformer 0.92 against 3.30) for steps about a third slower.
+ * CNN 0.63 s against 2.10, transformer 0.92 against 3.30) for steps about a quarter slower (README, Tiers).
  */
 export type Level = '-O2' | '-Og';
 export const CFLAGS: readonly string[] = [
@@ -30,6 +30,9 @@ export const CFLAGS: readonly string[] = [
   '-fwrapv',
   // the kernels' FMAs are the IR's (src/codegen/contract.ts), the same at every optimization level
   '-ffp-contract=off',
+  // sqrt is an instruction, with no call to libm to set errno for a negative argument (at -Og, every sqrt
+  // called libm); the results are the same bits
+  '-fno-math-errno',
 ];
 /**
  * gcc 12's loop vectorizer miscompiles kernels with AVX2 and AVX-512 (test/runtime/cc.test.ts has two); our

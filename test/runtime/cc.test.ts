@@ -5,8 +5,13 @@ import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { lowerKernel } from '../../src/codegen/index.ts';
+import { CPU_TARGET } from '../../src/codegen/opt/opts.ts';
+import { scheduleOf } from '../../src/engine/realize.ts';
 import { Context } from '../../src/helpers.ts';
-import { compileFlags, findCompiler, hasNativeHalf, UnitBuilds } from '../../src/runtime/cc.ts';
+import { renderC } from '../../src/renderer/c.ts';
+import { compileFlags, findCompiler, hasNativeHalf, type Level, UnitBuilds } from '../../src/runtime/cc.ts';
+import { Tensor } from '../../src/tensor/index.ts';
 
 /** Builds `source` as a program with the kernels' flags (an executable instead of a library) and runs it. */
 function run(source: string): string {
@@ -18,6 +23,20 @@ function run(source: string): string {
   });
   expect(build.status, String(build.stderr)).toBe(0);
   return String(spawnSync(exe).stdout).trim();
+}
+
+/** The assembly gcc or clang makes of `source` at `level` for the CPU `march`, with the kernels' other flags. */
+function assembly(source: string, level: Level, march: string): string {
+  const cc = findCompiler();
+  const flags = compileFlags(cc, level)
+    .filter((f) => f !== '-shared' && f !== '-fopenmp' && !f.startsWith('-Wl'))
+    .map((f) => (f === '-march=native' ? `-march=${march}` : f));
+  const r = spawnSync(cc.argv[0]!, [...cc.argv.slice(1), ...flags, '-S', '-x', 'c', '-', '-o', '-'], {
+    input: source,
+    encoding: 'utf8',
+  });
+  expect(r.status, r.stderr).toBe(0);
+  return r.stdout;
 }
 
 describe('kernel compile flags', () => {
@@ -72,6 +91,27 @@ int main(void) {
   // a lifted constant's kernel (test/engine/lift.test.ts): on a Sapphire Rapids host gcc 12 fused the float16
   // multiply and add into one float16 FMA (one rounding), and its baked twin kept no float16 rounding at all (the
   // SLP vectorizer dropped the casts): one byte differed. Checked in the assembly: this host cannot run it.
+  it('make a quick build (-Og) of vector sqrt, FMA and exp2 instructions, not calls', () => {
+    const x = new Tensor(new Float32Array(4096), { device: 'CPU' });
+    const render = (t: Tensor) => {
+      const { name, linear } = lowerKernel(scheduleOf([t]).kernels.at(-1)!.ast, {
+        target: { ...CPU_TARGET, vectors: true, threads: 1, registers: 128, fusedMultiplyAdds: true },
+      });
+      return renderC(name, linear);
+    };
+    // as in Adam's update: a vector sqrt, a multiply and add that the IR fuses, and a vector exp2
+    const vector = render(x.sqrt().mul(x).add(x).add(x.exp2()));
+    expect(vector).toMatch(/tg_sqrt_float\d+\(/);
+    expect(vector).toMatch(/tg_fma_float\d+\(/);
+    const scalar = render(x.sum().sqrt());
+    expect(scalar).toMatch(/sqrtf\(/);
+    const gcc = assembly(vector + scalar, '-Og', 'skylake-avx512');
+    expect(gcc).toMatch(/\bvsqrtps\b/);
+    expect(gcc).toMatch(/\bvfmadd\d+ps\b/);
+    // -Og inlines only what must be: the helpers once were calls per element, and sqrt a libm call
+    expect(gcc).not.toMatch(/\bcall\b/);
+  });
+
   it('compute float16 in float, rounding after every op, on a host with AVX512-FP16', () => {
     const cc = findCompiler();
     const source = `typedef _Float16 tg_half;
