@@ -431,9 +431,10 @@ function cLanguage(indexType: string, dialect: Dialect = C_DIALECT): Language {
     declare: (name, d, expr, lanes) =>
       `${lanes === 1 ? type(d) : d === dtypes.bool && dialect.vectors.wholeOps ? `__typeof__(${expr})` : vectorType(d, lanes)} ${name} = ${expr};`,
     assign: (name, expr) => `${name} = ${expr};`,
-    // one thread per iteration; a compiler without OpenMP (no _OPENMP) runs the loop serially
+    // one thread per iteration, at most as many as the host leaves the kernels (tg_team); a compiler without
+    // OpenMP (no _OPENMP) runs the loop serially
     loopOpen: (name, bound, parallel) =>
-      `${parallel ? `#ifdef _OPENMP\n#pragma omp parallel for num_threads(${bound})\n#endif\n` : ''}for (${indexType} ${name} = 0; ${name} < ${bound}; ${name}++) {`,
+      `${parallel ? `#ifdef _OPENMP\n#pragma omp parallel for num_threads(tg_team(${bound}))\n#endif\n` : ''}for (${indexType} ${name} = 0; ${name} < ${bound}; ${name}++) {`,
     loopClose: '}',
     when: (gate, statement) => `if (${gate}) ${statement}`,
     vector: {
@@ -717,6 +718,14 @@ const PRELUDE = `${LIBM}${HALF}${signedHelpers(['int', 'int', 'unsigned int'])}$
   'unsigned long long',
 ])}${unsignedHelpers(['uint', 'unsigned int'])}${unsignedHelpers(['ull', 'unsigned long long'])}${BF16_HELPERS}${EXP2_HELPER}`;
 
+// A parallel loop's team: a thread per iteration, at most OpenMP's nthreads-var, which the CPU device lowers
+// while compilers take cores (src/runtime/cpu.ts teamWhile)
+const OPENMP_TEAM = `
+#ifdef _OPENMP
+int omp_get_max_threads(void);
+${INLINE} int tg_team(int n) { int m = omp_get_max_threads(); return n < m ? n : m; }
+#endif`;
+
 const C_DIALECT: Dialect = {
   name: 'C',
   declare: (name, args) => `void ${name}(${args.join(', ')})`,
@@ -725,7 +734,7 @@ const C_DIALECT: Dialect = {
   half: (literal) => literal,
   bitcast: (x, from, to) =>
     `__extension__({ ${from} s_ = ${x}; ${to} t_; __builtin_memcpy(&t_, &s_, sizeof t_); t_; })`,
-  prelude: PRELUDE,
+  prelude: `${PRELUDE}${OPENMP_TEAM}`,
   vectors: GCC_VECTORS,
   fma: true,
   alignment: HOST_BUFFER_ALIGN,

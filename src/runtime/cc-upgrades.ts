@@ -220,10 +220,11 @@ function hookExit(): void {
   });
 }
 
-/** Whether an optimized build is compiling (the CPU's kernels then run on one thread: src/runtime/cpu.ts). */
-export function rebuilding(): boolean {
-  for (const r of started) if (!r.ended()) return true;
-  return false;
+/** How many optimized builds are compiling (each takes a core from the CPU's kernels: src/runtime/cpu.ts). */
+export function compilersRebuilding(): number {
+  let n = 0;
+  for (const r of started) if (!r.ended()) n++;
+  return n;
 }
 
 /** Waits for the optimized builds started to end, and loads them (BEAM's trials, timed without them). */

@@ -21,7 +21,7 @@ import {
 } from './backend.ts';
 import type { DeviceBuffer } from './buffer.ts';
 import { type CCompiler, compileFlags, findCompiler, LDFLAGS, type Level, UnitBuilds } from './cc.ts';
-import { CC_TIERS, type Keyed, rebuilding, Upgrade, waitForRebuilds } from './cc-upgrades.ts';
+import { CC_TIERS, compilersRebuilding, type Keyed, Upgrade, waitForRebuilds } from './cc-upgrades.ts';
 import { cachedFile, makeBuildDir, publishFile } from './diskcache.ts';
 
 type Koffi = typeof import('koffi');
@@ -244,29 +244,34 @@ export class CPUBackend extends Backend {
 }
 
 /**
- * While an optimized build compiles (src/runtime/cc-upgrades.ts), THREAD loops run on one thread (OpenMP's
- * max-active-levels 0 makes every parallel region a team of one): a team's threads spin at each loop's end until
- * the one the compiler displaced is back, and on the 2-core VM beautiful_mnist's steps took 100-340 ms instead of
- * 40 at -Og (its first 60 steps with an empty cache: 4.3-4.6 s with teams of two, 3.1 s without tiers).
+ * While optimized builds compile (src/runtime/cc-upgrades.ts), THREAD loops run on the cores they leave: OpenMP's
+ * nthreads-var, which caps each parallel loop's team (tg_team in src/renderer/c.ts), is one lower for each compiler
+ * running.
+ * A team's threads spin at each loop's end until all are done, so a thread a compiler displaced held up the whole
+ * team: on the 2-core VM beautiful_mnist's steps took 100-340 ms instead of 40 at -Og with teams of two beside a
+ * compiler (its first 60 steps with an empty cache: 4.3-4.6 s, 3.1 s without tiers).
  */
-let openmp: { set: (levels: number) => void; levels: number } | null | undefined;
-let oneThread = false;
-function oneThreadWhile(on: boolean): void {
-  if (on === oneThread || openmp === null) return;
+let openmp: { set: (threads: number) => void; threads: number } | null | undefined;
+let team = 0;
+function teamWhile(compilers: number): void {
+  if (openmp === null) return;
   if (openmp === undefined)
     try {
       const cc = findCompiler();
       if (!cc.openmp) throw new Error('no OpenMP');
       // the runtime the kernels link, already loaded by them: dlopen gives the same instance
       const runtime = koffi().load(cc.version.includes('clang') ? 'libomp.so' : 'libgomp.so.1');
-      const levels = runtime.func('omp_get_max_active_levels', 'int', [])() as number;
-      openmp = { set: runtime.func('omp_set_max_active_levels', 'void', ['int']), levels };
+      const threads = runtime.func('omp_get_max_threads', 'int', [])() as number;
+      openmp = { set: runtime.func('omp_set_num_threads', 'void', ['int']), threads };
+      team = threads;
     } catch {
       openmp = null;
       return;
     }
-  openmp.set(on ? 0 : openmp.levels);
-  oneThread = on;
+  const threads = Math.max(1, openmp.threads - compilers);
+  if (threads === team) return;
+  openmp.set(threads);
+  team = threads;
 }
 
 /** Part of a kernel's cache key: libraries of format 1 exported the kernel under its own name, not its symbol. */
@@ -312,7 +317,7 @@ class CPUProgram implements Program {
     const fn = this.bind(bufs.length, vals.length);
     // pointers go as uintptr_t numbers: a call costs half of passing TypedArrays, and the
     // ArrayBuffers behind them never move while the DeviceBuffers hold them
-    oneThreadWhile(rebuilding());
+    teamWhile(compilersRebuilding());
     const args = new Array<number>(bufs.length + vals.length);
     for (let i = 0; i < bufs.length; i++) args[i] = (bufs[i]!.memory as HostMemory).address;
     for (let i = 0; i < vals.length; i++) args[bufs.length + i] = vals[i]!;

@@ -62,7 +62,7 @@ describe('C loops', () => {
       new Tensor(new Float32Array(64 * 128), { device: 'CPU' }).reshape([64, 128]).sum(1),
       [threads],
     );
-    expect(source).toMatch(/#pragma omp parallel for num_threads\(2\)\n\s*#endif\n\s*for \(/);
+    expect(source).toMatch(/#pragma omp parallel for num_threads\(tg_team\(2\)\)\n\s*#endif\n\s*for \(/);
     expect(rolledLoops(source)).toBe(loops(source) - 1);
     expect(out[5]).toBe(input.slice(5 * 128, 6 * 128).reduce((a, b) => a + b, 0));
   });

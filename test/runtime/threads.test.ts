@@ -52,7 +52,7 @@ describe('THREAD axes on the CPU', () => {
     const threaded = run(kernel);
     const plain = run(kernel, []);
     expect(threaded.source).toMatch(
-      /#ifdef _OPENMP\n\s*#pragma omp parallel for num_threads\(2\)\n\s*#endif\n\s*for \(int ridx0 = 0; ridx0 < 2;/,
+      /#ifdef _OPENMP\n\s*#pragma omp parallel for num_threads\(tg_team\(2\)\)\n\s*#endif\n\s*for \(int ridx0 = 0; ridx0 < 2;/,
     );
     expect(plain.source).not.toContain('#pragma omp');
     expect(threaded.out).toEqual(plain.out);
