@@ -254,7 +254,8 @@ export class CPUBackend extends Backend {
 let openmp: { set: (threads: number) => void; threads: number } | null | undefined;
 let team = 0;
 function teamWhile(compilers: number): void {
-  if (openmp === null) return;
+  // the runtime is looked up once a compiler first runs beside the kernels
+  if (openmp === null || (openmp === undefined && compilers === 0)) return;
   if (openmp === undefined)
     try {
       const cc = findCompiler();
