@@ -40,7 +40,10 @@ const SECONDS_PER_KERNEL = 0.005;
  */
 export const CC_PAYBACK = new ContextVar('CC_PAYBACK', 0);
 const payback = () => (CC_PAYBACK.value === 0 ? 8 * availableParallelism() : CC_PAYBACK.value);
-/** A rebuild unit holds due kernels, hottest first, until it has this much C (a process costs as much as 10 KB). */
+/**
+ * A rebuild unit holds due kernels, hottest first, until it has this much C (a process costs as much as 10 KB), or
+ * its share of the ready kernels where more lanes are free.
+ */
 const UNIT_BYTES = 48 * 1024;
 
 /** A kernel whose quick build runs: what its launches took, and its optimized build once due. */
@@ -185,14 +188,19 @@ function startDue(all = false): void {
   for (const r of started) if (!r.ended()) running++;
   const lanes = compilerJobs();
   queue.sort((a, b) => b.gain - a.gain);
+  const ready = (k: Upgrade<unknown>) => all || k.queuedIn < plan;
+  // the ready kernels' C shared between the free lanes, so that they are all rebuilt soon where lanes are many
+  const share = Math.min(
+    UNIT_BYTES,
+    queue.reduce((n, k) => n + (ready(k) ? k.kernel.source.length : 0), 0) / Math.max(1, lanes - running),
+  );
   while (running < lanes) {
-    const ready = (k: Upgrade<unknown>) => all || k.queuedIn < plan;
     const first = queue.find(ready);
     if (first === undefined) return;
     // a unit compiles with one compiler and loads into one backend: kernels of another wait for a unit of their own
     const unit: Upgrade<unknown>[] = [];
     let bytes = 0;
-    for (let i = 0; i < queue.length && bytes < UNIT_BYTES; ) {
+    for (let i = 0; i < queue.length && bytes < share; ) {
       const k = queue[i]!;
       if (k.cc !== first.cc || k.load !== first.load || !ready(k)) i++;
       else {
