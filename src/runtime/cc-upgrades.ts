@@ -184,8 +184,7 @@ function startDue(all = false): void {
   const plan = plansStarted();
   // checked at every launch of a quick build while kernels wait: kept to a comparison
   if (!all && earliest >= plan) return;
-  let running = 0;
-  for (const r of started) if (!r.ended()) running++;
+  let running = compilersRebuilding();
   const lanes = compilerJobs();
   queue.sort((a, b) => b.gain - a.gain);
   const ready = (k: Upgrade<unknown>) => all || k.queuedIn < plan;

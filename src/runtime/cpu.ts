@@ -221,6 +221,7 @@ export class CPUBackend extends Backend {
   /** Gives a kernel of a quick build, built now or found on disk, its optimized build to come (once). */
   private upgradeFrom(lib: Library, kernel: Keyed, cc: CCompiler): void {
     lib.upgrades ??= new Map();
+    // the kernel alone, not a build's Job around it (whose result positions the upgrade would keep alive)
     const { name, source, symbol, key } = kernel;
     if (!lib.upgrades.has(symbol))
       lib.upgrades.set(symbol, new Upgrade({ name, source, symbol, key }, cc, this.optimized));
