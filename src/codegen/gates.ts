@@ -76,3 +76,29 @@ export function dropTrueGates(ast: UOp): UOp {
   if (!ast.toposort().some(gated)) return ast;
   return graphRewrite(ast, trueGates, { name: 'gates that always hold', ctx: {} });
 }
+
+/**
+ * A gated load whose address is in its buffer for every value of the loops loads unconditionally, and its gate
+ * selects the value: it no longer waits on the gate, so it leaves the loops its address does not depend on (a
+ * padded conv's per-channel values), and the select is a blend where a gated load was a branch.
+ */
+function ungated(load: UOp): UOp | undefined {
+  const [index, alt, gate] = load.src as [UOp, UOp, UOp];
+  const [buf, idx] = index.src as [UOp, UOp];
+  if (buf.op !== Ops.PARAM || index.src.length !== 2 || idx.isVector) return undefined;
+  const size = buf.shape?.[0];
+  if (typeof size !== 'number' || idx.vmin < 0 || idx.vmax >= size) return undefined;
+  return gate.where(load.withSrc([index]), alt);
+}
+
+const safeLoads = new PatternMatcher([
+  [
+    new UPat({ op: Ops.LOAD, name: 'load' }),
+    ({ load }) => (load!.src.length === 3 ? ungated(load!) : undefined),
+  ],
+]);
+
+export function ungateSafeLoads(ast: UOp): UOp {
+  if (!ast.toposort().some((u) => u.op === Ops.LOAD && u.src.length === 3)) return ast;
+  return graphRewrite(ast, safeLoads, { name: 'loads that cannot fault', ctx: {} });
+}

@@ -10,7 +10,7 @@ import { collapseReduces } from './collapse.ts';
 import { contractMulAdds } from './contract.ts';
 import { decompose } from './decompose.ts';
 import { expandRanges, laneRange } from './expand.ts';
-import { dropTrueGates, simplifyGatedAddresses } from './gates.ts';
+import { dropTrueGates, simplifyGatedAddresses, ungateSafeLoads } from './gates.ts';
 import { gatherLoads } from './gather.ts';
 import { gridIndices, groupReduces, oneShareBarrier, outputsToGlobal } from './grid.ts';
 import { ifBlocks } from './if-blocks.ts';
@@ -130,6 +130,8 @@ export function optimizable(ast: UOp, opts: LowerOptions = {}): UOp {
   verifyStage(ast, 'kernel');
   let k = simplifyGraph(ast, 'simplify indices');
   k = simplifyGatedAddresses(k);
+  // a GPU predicates a load for free, and on a CPU a gated load is a branch
+  if (opts.target?.grid === undefined) k = ungateSafeLoads(k);
   k = decompose(k, opts.lacks ?? new Set());
   k = collapseReduces(k);
   k = gatherLoads(k);

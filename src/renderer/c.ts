@@ -377,6 +377,8 @@ function cLanguage(indexType: string, dialect: Dialect = C_DIALECT): Language {
         const [c, x, y] = [`((${mask})${a[0]})`, `(${mask})${whole(1)}`, `(${mask})${whole(2)}`];
         return `((${vectorType(u.dtype, lanes)})((${c}&${x})|(~${c}&${y})))`;
       }
+      // one condition for all lanes picks a whole vector (lane by lane, -Og branched on every lane)
+      if (u.op === Ops.WHERE && u.dtype !== dtypes.bool) return `(${a[0]}?${whole(1)}:${whole(2)})`;
     }
     const helper = vectorHelper(u);
     const spread = (x: string, i: number) =>

@@ -1,6 +1,6 @@
 // Addresses under their gates: a padded view's wrapped address is simplified where the load's gate holds.
 import { describe, expect, it } from 'vitest';
-import { simplifyGatedAddresses } from '../../src/codegen/gates.ts';
+import { simplifyGatedAddresses, ungateSafeLoads } from '../../src/codegen/gates.ts';
 import { scheduleOf } from '../../src/engine/realize.ts';
 import { Tensor } from '../../src/tensor/index.ts';
 import { Ops } from '../../src/uop/ops.ts';
@@ -52,5 +52,42 @@ describe('addresses under their gates', () => {
       ),
     );
     expect(conv().tolist()).toEqual(want);
+  });
+});
+
+describe('loads that cannot fault', () => {
+  // a padded product with a per-channel scale: the scale's address stays in its buffer at the padding too
+  const scale = new Tensor(Float32Array.from([2, -3, 0.5]), { device: 'CPU' });
+  const padded = () =>
+    x.mul(scale.reshape([1, 3, 1, 1])).pad([
+      [0, 0],
+      [0, 0],
+      [1, 1],
+      [1, 1],
+    ]);
+  const gated = (ast: UOp) => ast.toposort().filter((u) => u.op === Ops.LOAD && u.src.length === 3);
+
+  it('load unconditionally, selected by the gate, and keep the gate of an address that leaves its buffer', () => {
+    const ast = graphRewrite(scheduleOf([padded()]).kernels[0]!.ast, symbolic, { name: 'simplify', ctx: {} });
+    expect(gated(ast)).toHaveLength(2);
+    const after = ungateSafeLoads(ast);
+    expect(gated(after)).toHaveLength(1);
+    const selected = after.toposort().filter((u) => u.op === Ops.WHERE && u.src[1]!.op === Ops.LOAD);
+    expect(selected).toHaveLength(1);
+    expect(selected[0]!.src[1]!.src).toHaveLength(1);
+  });
+
+  it('compute what a plain loop computes', () => {
+    const xs = x.tolist() as number[][][][];
+    const want = [0, 1].map((b) =>
+      [0, 1, 2].map((c) =>
+        Array.from({ length: 10 }, (_, i) =>
+          Array.from({ length: 10 }, (_, j) =>
+            i < 1 || i > 8 || j < 1 || j > 8 ? 0 : xs[b]![c]![i - 1]![j - 1]! * [2, -3, 0.5][c]!,
+          ),
+        ),
+      ),
+    );
+    expect(padded().tolist()).toEqual(want);
   });
 });

@@ -236,6 +236,20 @@ describe('vector lanes (C)', () => {
     expect(out.some((x) => x < 0) && out.some((x) => x > 0)).toBe(true);
   });
 
+  it('select whole vectors by a condition all lanes share', () => {
+    // where(row's flag, x, -x): one condition per row for a vector of its columns was a select per lane
+    const xs = fill(8 * 8, dtypes.float32, 1) as Float32Array;
+    const fs = fill(8, dtypes.float32, 2) as Float32Array;
+    const x = new Tensor(xs, { device: 'CPU' }).reshape([8, 8]);
+    const f = new Tensor(fs, { device: 'CPU' }).reshape([8, 1]);
+    const k = kernelOf(f.gt(0).where(x, x.neg()));
+    const { out, source } = run(k, [{ op: 'SPLIT', axis: 1, factor: 4, target: AxisType.UPCAST }], [fs, xs]);
+    expect(source).toMatch(/tg_float4 alu\d+ = \(alu\d+\?val\d+:alu\d+\);/);
+    expect(source).not.toMatch(/\[3\]/);
+    expect(out).toEqual(Array.from(xs, (v, i) => (fs[Math.floor(i / 8)]! > 0 ? v : -v)));
+    expect(new Set(fs.map(Math.sign))).toEqual(new Set([-1, 0, 1]));
+  });
+
   it('fall back to scalar copies where a vector would hold bools', () => {
     const x = new Tensor(fill(8 * 8, dtypes.float32, 1), { device: 'CPU' }).reshape([8, 8]);
     const k = kernelOf(x.gt(0));
