@@ -1,10 +1,11 @@
 // The CUDA driver API (libcuda) and NVRTC (libnvrtc) through koffi: the functions the CUDA device calls, each
 // checked, the current context, and where the libraries are looked for. Handles travel as numbers (user-space addresses fit 2^53).
-import { existsSync, readdirSync } from 'node:fs';
+import { existsSync, readdirSync, realpathSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { homedir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import type { LibraryHandle } from 'koffi';
+import { readAhead } from './readahead.ts';
 
 type Koffi = typeof import('koffi');
 let koffiModule: Koffi | undefined;
@@ -206,6 +207,7 @@ export function nvrtcLibrary(): { api: Nvrtc; version: string; path: string } {
       const minor = new Int32Array(1);
       api.nvrtcVersion(major, minor);
       nvrtc = { api, version: `${major[0]}.${minor[0]}`, path };
+      prefetchNvrtc(path);
       return nvrtc;
     } catch (e) {
       failures.push(`${path}: ${(e as Error).message}`);
@@ -215,6 +217,22 @@ export function nvrtcLibrary(): { api: Nvrtc; version: string; path: string } {
     `CUDA: NVRTC (libnvrtc.so) not found; looked in ${dirs.join(', ') || '(no CUDA directories exist)'} and the loader's path` +
       `${failures.length ? ` (${failures.join('; ')})` : ''}. Set CUDA_PATH to the CUDA toolkit, or pip install nvidia-cuda-nvrtc`,
   );
+}
+
+/**
+ * Has the kernel read NVRTC and its builtins library into the page cache in the background: on a host that has not
+ * read them since it started (113 MB for CUDA 13), a first batch's compiler processes otherwise read their code
+ * page by page as they compile.
+ */
+function prefetchNvrtc(path: string): void {
+  try {
+    const real = realpathSync(path);
+    const dir = dirname(real);
+    const builtins = safeReaddir(dir).filter((f) => f.startsWith('libnvrtc-builtins.so'));
+    readAhead([real, ...builtins.map((f) => join(dir, f))]);
+  } catch {
+    // found by the loader's own search: no path to read ahead
+  }
 }
 
 /** Where cuda_fp16.h is, for kernels of half floats: the toolkit's include directory, if there is one. */
