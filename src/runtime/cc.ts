@@ -1,10 +1,12 @@
 // The system C compiler: finding it (CC, else clang, else gcc) and compiling kernel source to a shared library.
 import { spawnSync } from 'node:child_process';
-import { existsSync, readFileSync, writeFileSync } from 'node:fs';
-import { availableParallelism } from 'node:os';
-import { ContextVar } from '../helpers.ts';
+import { accessSync, constants, existsSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { availableParallelism, cpus } from 'node:os';
+import { delimiter, join } from 'node:path';
+import { ContextVar, sha256 } from '../helpers.ts';
 import { numberedSource } from './backend.ts';
 import { CompilerRuns } from './compile-worker.ts';
+import { readCachedText, writeCachedText } from './diskcache.ts';
 
 /** The C compiler command (words split on spaces, as make does); empty: gcc or clang (see findCompiler). */
 export const CC = new ContextVar<string>('CC', '');
@@ -115,7 +117,7 @@ export function findCompiler(): CCompiler {
     const candidates = cc === '' ? [['gcc'], ['clang']] : [cc.split(/\s+/)];
     let first: CCompiler | undefined;
     for (const argv of candidates) {
-      const x = probeVersion(argv);
+      const x = probeCached(argv);
       first ??= x;
       if (x?.openmp) {
         c = x;
@@ -133,6 +135,54 @@ export function findCompiler(): CCompiler {
   }
   if (c instanceof Error) throw c;
   return c;
+}
+
+/** The executable a command runs (as execvp finds it on PATH), or undefined where there is none. */
+function executable(command: string): string | undefined {
+  const dirs = command.includes('/')
+    ? ['']
+    : (process.env.PATH ?? '').split(delimiter).filter((d) => d !== '');
+  for (const dir of dirs) {
+    const path = dir === '' ? command : join(dir, command);
+    try {
+      accessSync(path, constants.X_OK);
+      if (statSync(path).isFile()) return path;
+    } catch {
+      // not here
+    }
+  }
+  return undefined;
+}
+
+/**
+ * probeVersion's answer, kept in the disk cache under the compiler executable's identity (path, size, change
+ * time) and the host's processor: the three probes cost 60-120 ms of every process on the 2-core VM. Only a
+ * compiler that builds OpenMP code is kept, so that one that did not is asked again (libgomp or libomp installed
+ * since).
+ */
+function probeCached(argv: string[]): CCompiler | undefined {
+  const path = executable(argv[0]!);
+  const file = path === undefined ? undefined : statSync(path);
+  const key =
+    file === undefined
+      ? undefined
+      : sha256(
+          JSON.stringify([
+            'cc-probe',
+            argv,
+            path,
+            file.size,
+            file.ctimeMs,
+            CFLAGS,
+            OPENMP_FLAGS,
+            cpus()[0]?.model ?? 'unknown',
+          ]),
+        );
+  const kept = key === undefined ? undefined : readCachedText(key, '.json');
+  if (kept !== undefined) return { ...(JSON.parse(kept) as CCompiler), argv };
+  const probed = probeVersion(argv);
+  if (key !== undefined && probed?.openmp) writeCachedText(key, '.json', JSON.stringify(probed));
+  return probed;
 }
 
 function probeVersion(argv: string[]): CCompiler | undefined {

@@ -1,9 +1,10 @@
 // The kernel compile flags against miscompiles seen in the system compiler (gcc 12.2's loop vectorizer),
 // float16 arithmetic that does not depend on the host's instruction set, and how kernels are grouped into units.
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync } from 'node:fs';
+import { chmodSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { lowerKernel } from '../../src/codegen/index.ts';
 import { CPU_TARGET } from '../../src/codegen/opt/opts.ts';
@@ -217,5 +218,39 @@ describe('compiler units', () => {
   it('queue no unit while fewer than 4 kernels are to come: they join it at the end', () => {
     // queued at 128 KB, the 140 KB kernel left the last three a process of their own
     expect(unitsOf([140_000, 1_000, 0, 0]).slice(2)).toEqual([['k8', 'k9', 'k10', 'k11']]);
+  });
+});
+
+describe('compiler probes', () => {
+  it('run once per compiler executable, kept in the disk cache until the executable changes', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'tsgrad-probe-'));
+    const log = join(dir, 'calls');
+    const cc = join(dir, 'cc');
+    // a compiler that logs each run, then runs the one the suite uses
+    writeFileSync(cc, `#!/bin/sh\necho "$*" >> ${log}\nexec ${findCompiler().argv.join(' ')} "$@"\n`);
+    chmodSync(cc, 0o755);
+    const script = join(dir, 'probe.ts');
+    const source = fileURLToPath(new URL('../../src/runtime/cc.ts', import.meta.url));
+    writeFileSync(script, `import { findCompiler } from '${source}';\nconsole.log(findCompiler().openmp);\n`);
+    const tsx = fileURLToPath(new URL('../../node_modules/tsx/dist/cli.mjs', import.meta.url));
+    const probe = () => {
+      writeFileSync(log, '');
+      const r = spawnSync(process.execPath, [tsx, script], {
+        env: { ...process.env, CC: cc, CACHEDIR: join(dir, 'cache') },
+        encoding: 'utf8',
+        timeout: 60_000,
+      });
+      expect(r.status, r.stderr).toBe(0);
+      return readFileSync(log, 'utf8')
+        .split('\n')
+        .filter((l) => l !== '').length;
+    };
+    // a compiler without OpenMP is asked every time (libgomp may be installed since)
+    const kept = findCompiler().openmp ? 0 : 3;
+    expect(probe()).toBe(3); // --version, the OpenMP build, the predefined macros
+    expect(probe()).toBe(kept);
+    chmodSync(cc, 0o700); // a change to the executable (its change time) asks again
+    expect(probe()).toBe(3);
+    expect(probe()).toBe(kept);
   });
 });
