@@ -87,6 +87,8 @@ interface Dialect {
   /** The bits of `x`, a `from`, as a `to` (C: a statement expression; NVRTC has none in device code). */
   bitcast(x: string, from: string, to: string): string;
   prelude: string;
+  /** What only a kernel of float16 values needs, before the prelude (CUDA's half: a header NVRTC parses anew). */
+  halfPrelude?: string;
   /** Workgroups; LOCAL buffers are declared as the dialect's shared arrays of the C element type. */
   gpu?: Omit<GpuLanguage, 'local'> & {
     /** Declares a LOCAL buffer of `size` elements of C type `type`; by default a static __shared__ array. */
@@ -399,7 +401,10 @@ function cLanguage(indexType: string, dialect: Dialect = C_DIALECT): Language {
         (p) => `${p.written ? '' : 'const '}${storage(p.dtype)}* ${dialect.restrict} data${p.slot}`,
       );
       const typedefs = [...vectorTypes, ...helpers].map(([n, t]) => once(n, t)).join('');
-      return `${once('tg_prelude', dialect.prelude)}${typedefs}${dialect.declare(name, args)} {\n${body.join('\n')}\n}\n`;
+      const code = `${typedefs}${dialect.declare(name, args)} {\n${body.join('\n')}\n}\n`;
+      const half =
+        dialect.halfPrelude !== undefined && HALF_USE.test(code) ? once('tg_half', dialect.halfPrelude) : '';
+      return `${half}${once('tg_prelude', dialect.prelude)}${code}`;
     },
     ...(dialect.gpu === undefined
       ? {}
@@ -788,8 +793,14 @@ export function renderC(name: string, linear: UOp): string {
 // CUDA C: the same C, its helpers device functions, float16 as CUDA's half. NVRTC has CUDA's math functions
 // built in but neither math.h, whose two constants are defined here, nor __builtin_memcpy, which bit casts use
 // (a copy of a register's bytes, which compiles to a move).
-const CUDA_PRELUDE = `#include <cuda_fp16.h>
-#define INFINITY __int_as_float(0x7f800000)
+/** A kernel's code (its prelude aside) that names the half type or calls a half intrinsic. */
+const HALF_USE = /\btg_half\b|\b__h[a-z0-9_]*\(/;
+// cuda_fp16.h costs NVRTC about 15 ms a kernel on the H100's host (a third of a small kernel's compile), so only
+// kernels of float16 values include it
+const CUDA_HALF_PRELUDE = `#include <cuda_fp16.h>
+typedef half tg_half;
+`;
+const CUDA_PRELUDE = `#define INFINITY __int_as_float(0x7f800000)
 #define NAN __int_as_float(0x7fffffff)
 static __device__ inline void tg_memcpy(void* d, const void* s, unsigned long long n) {
   for (unsigned long long i = 0; i < n; i++) ((char*)d)[i] = ((const char*)s)[i];
@@ -797,7 +808,7 @@ static __device__ inline void tg_memcpy(void* d, const void* s, unsigned long lo
 #define __builtin_memcpy tg_memcpy
 template <class T, class F> static __device__ inline T tg_bitcast(F f) { T t; tg_memcpy(&t, &f, sizeof t); return t; }
 ${PRELUDE.replace(LIBM, '')
-  .replace(HALF, '\ntypedef half tg_half;')
+  .replace(HALF, '')
   .replaceAll(INLINE, 'static __device__ inline')}${CUDA_BFLOAT}${CUDA_VECTOR_PRELUDE}`;
 const AXES = 'xyz';
 
@@ -875,6 +886,7 @@ export function renderCUDA(name: string, linear: UOp): string {
     halfMul: '__hmul_rn',
     bitcast: (x, from, to) => `tg_bitcast<${to}, ${from}>(${x})`,
     prelude: CUDA_PRELUDE,
+    halfPrelude: CUDA_HALF_PRELUDE,
     vectors: CUDA_VECTORS,
     bfloat16: 'tg_bfloat',
     // cudaMalloc's allocations are aligned to 256 bytes; 16 is the widest load (float4)

@@ -109,6 +109,17 @@ describe('CUDA renderer', () => {
     expect(sum).toMatch(/int lidx0 = threadIdx\.x;/);
   });
 
+  it("includes CUDA's half header only in kernels of float16 values", () => {
+    const all = sources();
+    const header = (program: string) =>
+      all.filter(([n]) => n.includes(program)).map(([, s]) => s.includes('#include <cuda_fp16.h>'));
+    expect(header('_float16_')).toContain(true);
+    expect(header('matmul_float16_TC')).toContain(true);
+    expect(header('elementwise')).not.toContain(true);
+    expect(header('softmax')).not.toContain(true);
+    expect(header('matmul_bfloat16_TC')).not.toContain(true);
+  });
+
   it('asks for two blocks a multiprocessor for 256 threads without tensor cores (128 registers a thread)', () => {
     const bounds = (t: Tensor, target = gpu, opts?: Opt[]) => {
       const { name, linear } = lowerKernel(scheduleOf([t]).kernels.at(-1)!.ast, { target, opts });
