@@ -130,7 +130,7 @@ export function optimizable(ast: UOp, opts: LowerOptions = {}): UOp {
   verifyStage(ast, 'kernel');
   let k = simplifyGraph(ast, 'simplify indices');
   k = simplifyGatedAddresses(k);
-  // a GPU predicates a load for free, and on a CPU a gated load is a branch
+  // a GPU predicates a load for free; without a grid (the CPU's C, JS) a gated load is a branch
   if (opts.target?.grid === undefined) k = ungateSafeLoads(k);
   k = decompose(k, opts.lacks ?? new Set());
   k = collapseReduces(k);

@@ -137,8 +137,11 @@ export function findCompiler(): CCompiler {
   return c;
 }
 
-/** The executable a command runs (as execvp finds it on PATH), or undefined where there is none. */
-function executable(command: string): string | undefined {
+/**
+ * The identity of the executable a command runs (as execvp finds it on PATH): its path, size and change time; undefined
+ * where there is none.
+ */
+function executable(command: string): [string, number, number] | undefined {
   const dirs = command.includes('/')
     ? ['']
     : (process.env.PATH ?? '').split(delimiter).filter((d) => d !== '');
@@ -146,7 +149,8 @@ function executable(command: string): string | undefined {
     const path = dir === '' ? command : join(dir, command);
     try {
       accessSync(path, constants.X_OK);
-      if (statSync(path).isFile()) return path;
+      const file = statSync(path);
+      if (file.isFile()) return [path, file.size, file.ctimeMs];
     } catch {
       // not here
     }
@@ -155,28 +159,17 @@ function executable(command: string): string | undefined {
 }
 
 /**
- * probeVersion's answer, kept in the disk cache under the compiler executable's identity (path, size, change
- * time) and the host's processor: the three probes cost 60-120 ms of every process on the 2-core VM. Only a
- * compiler that builds OpenMP code is kept, so that one that did not is asked again (libgomp or libomp installed
- * since).
+ * probeVersion's answer, kept in the disk cache under the compiler executable's identity and the host's processor:
+ * the three probes cost 60-120 ms of every process on the 2-core VM. Only a compiler that builds OpenMP code is
+ * kept, so that one that did not is asked again (libgomp or libomp installed since).
  */
 function probeCached(argv: string[]): CCompiler | undefined {
-  const path = executable(argv[0]!);
-  const file = path === undefined ? undefined : statSync(path);
+  const identity = executable(argv[0]!);
   const key =
-    file === undefined
+    identity === undefined
       ? undefined
       : sha256(
-          JSON.stringify([
-            'cc-probe',
-            argv,
-            path,
-            file.size,
-            file.ctimeMs,
-            CFLAGS,
-            OPENMP_FLAGS,
-            cpus()[0]?.model ?? 'unknown',
-          ]),
+          JSON.stringify(['cc-probe', argv, identity, CFLAGS, OPENMP_FLAGS, cpus()[0]?.model ?? 'unknown']),
         );
   const kept = key === undefined ? undefined : readCachedText(key, '.json');
   if (kept !== undefined) return { ...(JSON.parse(kept) as CCompiler), argv };
