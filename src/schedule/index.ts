@@ -54,7 +54,7 @@ const HOST: ScheduleTarget = { gpu: false, maxBuffers: Number.POSITIVE_INFINITY 
 export function kernelsOf(body: UOp, device: string, target = HOST): Schedule {
   const stored = storeOperands(splitReduces(foldViews(body), target.gpu), target.gpu);
   const split = boundKernels(target.gpu ? stored : splitSweeps(stored), target.maxBuffers);
-  const schedule = rangeify(split.src, () => device);
+  const schedule = rangeify(split.src, () => device, target.maxBuffers);
   // the roots as the caller knows them
   const outputs = new Map(body.src.map((r, i) => [r, schedule.outputs.get(split.src[i]!)!]));
   return { kernels: schedule.kernels, outputs };

@@ -1,16 +1,20 @@
 // Rangeify: splits a tensor graph into kernels. Movement ops become index maps over RANGEs, elementwise
 // chains fuse, a reduce fuses with its inputs and with the elementwise ops that consume it, and values a
-// kernel cannot recompute cheaply (reduces seen through an expand, CONTIGUOUS) end their own kernel.
+// kernel cannot recompute cheaply (reduces seen through an expand, CONTIGUOUS) end their own kernel. An
+// assign that one kernel reads at the element it writes is stored by that kernel too (sharedKernels).
 import { AddrSpace, type DType, dtypes } from '../dtype.ts';
 import { AxisType, GroupOp, Ops, opName } from '../uop/ops.ts';
-import { graphRewrite, PatternMatcher, UPat } from '../uop/pattern.ts';
+import { graphRewrite, PatternMatcher, substitute, UPat } from '../uop/pattern.ts';
 import type { sint } from '../uop/shape.ts';
 import { UOp } from '../uop/uop.ts';
 
-/** One kernel: its AST (a SINK over the store into bufs[0]) and the tensor-level buffers it binds, in slot order. */
+/** One kernel: its AST (a SINK over its stores) and the tensor-level buffers it binds, in slot order. */
 export interface Kernel {
   ast: UOp;
-  /** BUFFER nodes of the tensor graph; bufs[k] is the kernel's PARAM k; bufs[0] is written. */
+  /**
+   * BUFFER nodes of the tensor graph; bufs[k] is the kernel's PARAM k; bufs[0] is written, and so are those of
+   * the assigns it stores too.
+   */
   bufs: UOp[];
 }
 
@@ -309,49 +313,176 @@ const lowering = new PatternMatcher<KernelBuilder>([
   [new UPat({ op: Ops.WHERE, name: 'w' }), ({ w }) => gatedLoad(w!)],
 ]);
 
-/** The kernel storing `value` (a tensor-level node) into the tensor-level buffer `out`. */
-function kernelFor(value: UOp, out: UOp, bufferOf: Map<UOp, UOp>): Kernel {
-  const kb = new KernelBuilder((x) => (x === value ? undefined : bufferOf.get(x)), out);
-  const shape = value.shape!;
+/** A store of a tensor-level value into a tensor-level buffer, one element per iteration of a kernel's loops. */
+type Output = { value: UOp; out: UOp };
+
+/**
+ * The kernel storing each output's value into its buffer (the first output's is bufs[0]); all have one shape, so
+ * they share the loops, and what their values share is computed once.
+ */
+function kernelFor(outputs: readonly Output[], bufferOf: Map<UOp, UOp>): Kernel {
+  const values = new Set(outputs.map((o) => o.value));
+  const kb = new KernelBuilder((x) => (values.has(x) ? undefined : bufferOf.get(x)), outputs[0]!.out);
+  const shape = outputs[0]!.value.shape!;
   const ranges = shape.map((d) => kb.range(d, AxisType.LOOP));
-  const address = UOp.make(Ops.INDEX, [kb.param(out), linearIndex(ranges, shape)]);
-  const store = UOp.make(Ops.STORE, [address, kb.lower(value, ranges, TRUE())]);
+  const stores = outputs.map(({ value, out }) => {
+    const address = UOp.make(Ops.INDEX, [kb.param(out), linearIndex(ranges, shape)]);
+    return UOp.make(Ops.STORE, [address, kb.lower(value, ranges, TRUE())]);
+  });
+  const body = stores.length === 1 ? stores[0]! : UOp.make(Ops.GROUP, stores);
   const loops = ranges.filter((r) => r.op === Ops.RANGE);
-  return { ast: UOp.sink(loops.length ? UOp.make(Ops.END, [store, ...loops]) : store), bufs: kb.bufs };
+  return { ast: UOp.sink(loops.length ? UOp.make(Ops.END, [body, ...loops]) : body), bufs: kb.bufs };
 }
 
-/** Whether a kernel reads its output buffer only at the element it writes (so writing in place is safe). */
+/** Whether a kernel reads each buffer it writes only at the element it writes there (so writing in place is safe). */
 function readsOnlyWhereItWrites(k: Kernel): boolean {
-  const out = k.ast.toposort().find((u) => u.op === Ops.STORE)!.src[0]!;
-  return k.ast.toposort().every((u) => u.op !== Ops.INDEX || u.src[0] !== out.src[0] || u === out);
+  const nodes = k.ast.toposort();
+  const written = new Map<UOp, UOp>();
+  for (const u of nodes) if (u.op === Ops.STORE) written.set(u.src[0]!.src[0]!, u.src[0]!);
+  return nodes.every((u) => u.op !== Ops.INDEX || (written.get(u.src[0]!) ?? u) === u);
+}
+
+/** The value an assign, AFTER(buf, STORE(buf, value)), writes into its buffer. */
+const assigned = (u: UOp) => u.src[1]!.src[1]!;
+
+/**
+ * The realized nodes and buffers a kernel computing `value` reads, those it reads only at the element it computes
+ * (through elementwise ops of its shape), and whether its graph down to them reduces.
+ */
+function kernelReads(
+  value: UOp,
+  realized: Set<UOp>,
+): { reads: Set<UOp>; aligned: Set<UOp>; reduces: boolean } {
+  const reads = new Set<UOp>();
+  const aligned = new Set<UOp>();
+  const elsewhere = new Set<UOp>();
+  let reduces = false;
+  // (node, whether every op above it on this path is elementwise over the value's shape)
+  const stack: [UOp, boolean][] = [[value, true]];
+  const seen = new Set<UOp>();
+  const seenAligned = new Set<UOp>();
+  while (stack.length) {
+    const [u, inLine] = stack.pop()!;
+    if (u !== value && (realized.has(u) || isStorage(u))) {
+      reads.add(u);
+      (inLine && u.shape !== null && sameShape(u.shape, value.shape!) ? aligned : elsewhere).add(u);
+      continue;
+    }
+    if ((inLine ? seenAligned : seen).has(u)) continue;
+    (inLine ? seenAligned : seen).add(u);
+    if (u.op === Ops.REDUCE) reduces = true;
+    const keeps =
+      inLine && (GroupOp.Unary.has(u.op) || GroupOp.Binary.has(u.op) || GroupOp.Ternary.has(u.op));
+    for (const s of u.src) stack.push([s, keeps && s.shape !== null && sameShape(s.shape, value.shape!)]);
+  }
+  for (const u of elsewhere) aligned.delete(u);
+  return { reads, aligned, reduces };
+}
+
+const sameShape = (a: readonly sint[], b: readonly sint[]) =>
+  a.length === b.length && a.every((d, i) => d === b[i]);
+
+/**
+ * Assigns that the kernel of the one realized node reading them stores too: an assign whose own kernel would be
+ * elementwise, read by one other kernel, only at the element that kernel writes (an optimizer's moments, read
+ * by its parameter's update), and whose inputs no kernel scheduled between the two overwrites. One kernel then
+ * does the work of several, and the assigned values are not read back from memory. Maps each node whose kernel
+ * takes assigns in to them.
+ */
+function sharedKernels(order: readonly UOp[], realized: Set<UOp>): Map<UOp, UOp[]> {
+  const steps = order.filter((u) => realized.has(u));
+  const reads = steps.map((u) => kernelReads(u.op === Ops.AFTER ? assigned(u) : u, realized));
+  const readers = new Map<UOp, number>();
+  for (const r of reads) for (const x of r.reads) readers.set(x, (readers.get(x) ?? 0) + 1);
+  const at = new Map(steps.map((u, i) => [u, i]));
+  const taken = new Map<UOp, UOp[]>();
+  steps.forEach((u, i) => {
+    // each buffer written once (successive writes to one buffer, a chain of setitems, keep their kernels)
+    const writes = new Set(u.op === Ops.AFTER ? [u.src[0]!] : []);
+    const mine: UOp[] = [];
+    for (const r of reads[i]!.aligned) {
+      const j = at.get(r);
+      // (one level: a kernel that takes assigns in is not taken in itself)
+      if (j === undefined || r.op !== Ops.AFTER || readers.get(r) !== 1 || reads[j]!.reduces || taken.has(r))
+        continue;
+      if (writes.has(r.src[0]!)) continue;
+      // a kernel between the two must not overwrite what r reads, nor read the buffer r writes
+      const apart = steps
+        .slice(j + 1, i)
+        .some(
+          (w, k) =>
+            (w.op === Ops.AFTER && reads[j]!.reads.has(w.src[0]!)) || reads[j + 1 + k]!.reads.has(r.src[0]!),
+        );
+      if (apart) continue;
+      mine.push(r);
+      writes.add(r.src[0]!);
+    }
+    if (mine.length > 0) taken.set(u, mine);
+  });
+  return taken;
 }
 
 /** The kernels that compute `roots`, in an order where every kernel runs after the kernels it reads. */
-export function rangeify(roots: readonly UOp[], device: (u: UOp) => string): Schedule {
+export function rangeify(
+  roots: readonly UOp[],
+  device: (u: UOp) => string,
+  maxBuffers = Number.POSITIVE_INFINITY,
+): Schedule {
   const realized = findRealized(roots);
   const outputs = new Map<UOp, UOp>();
   for (const r of roots) if (isStorage(r)) outputs.set(r, r);
   const bufferOf = new Map<UOp, UOp>();
   const kernels: Kernel[] = [];
   // sources before users: a kernel's inputs are scheduled before it
-  for (const u of UOp.sink(...roots).toposort()) {
+  const order = UOp.sink(...roots).toposort();
+  const taken = sharedKernels(order, realized);
+  const takenIn = new Set([...taken.values()].flat());
+  for (const u of order) {
     if (!realized.has(u)) continue;
     // an assign, AFTER(buf, STORE(buf, value)), writes value into buf itself
     const isAssign = u.op === Ops.AFTER;
-    const value = isAssign ? u.src[1]!.src[1]! : u;
+    const value = isAssign ? assigned(u) : u;
     const out = isAssign ? u.src[0]! : newBuffer(u.shape!, u.dtype, device(u));
-    // an empty result needs no kernel (and its loops would not hold the store once indices fold)
-    if (!u.shape!.includes(0)) {
-      const k = kernelFor(value, out, bufferOf);
-      if (!isAssign || readsOnlyWhereItWrites(k)) kernels.push(k);
+    // an empty result needs no kernel (and its loops would not hold the store once indices fold), and an assign
+    // that a later kernel stores has none of its own
+    if (!u.shape!.includes(0) && !takenIn.has(u)) {
+      const others = taken.get(u) ?? [];
+      const also = others.map((r) => ({ value: assigned(r), out: r.src[0]! }));
+      // the value computes the assigns it read from memory
+      const inline = new Map(others.map((r) => [r, assigned(r)]));
+      const shared =
+        also.length > 0
+          ? kernelFor([{ value: substitute(value, inline), out }, ...also], bufferOf)
+          : undefined;
+      if (shared !== undefined && shared.bufs.length <= maxBuffers && readsOnlyWhereItWrites(shared))
+        kernels.push(shared);
       else {
-        // the value reads other elements of the buffer it overwrites: compute it aside, then copy
-        const temp = newBuffer(u.shape!, u.dtype, device(u));
-        kernels.push(kernelFor(value, temp, bufferOf), kernelFor(temp, out, bufferOf));
+        // too many buffers, or a store another output reads elsewhere: each in a kernel of its own, as before
+        for (const o of also) kernels.push(...kernelsFor(o, true, bufferOf, device));
+        kernels.push(...kernelsFor({ value, out }, isAssign, bufferOf, device));
       }
     }
     bufferOf.set(u, out);
     if (roots.includes(u)) outputs.set(u, out);
   }
   return { kernels, outputs };
+}
+
+/**
+ * The kernel storing a value into its buffer, or, for an assign that reads other elements of the buffer it
+ * overwrites, a kernel computing it aside and one copying it over.
+ */
+function kernelsFor(
+  o: Output,
+  isAssign: boolean,
+  bufferOf: Map<UOp, UOp>,
+  device: (u: UOp) => string,
+): Kernel[] {
+  const k = kernelFor([o], bufferOf);
+  if (!isAssign || readsOnlyWhereItWrites(k)) return [k];
+  const temp = newBuffer(o.value.shape!, o.value.dtype, device(o.value));
+  return [
+    kernelFor([{ value: o.value, out: temp }], bufferOf),
+    kernelFor([{ value: temp, out: o.out }], bufferOf),
+  ];
 }
