@@ -9,6 +9,7 @@ import { LRU } from '../lru.ts';
 import { type Program, planStarts } from '../runtime/backend.ts';
 import type { DeviceBuffer } from '../runtime/buffer.ts';
 import { Device } from '../runtime/device.ts';
+import { markDone } from '../schedule/callify.ts';
 import { kernelsOf, type Plan, planOf, type ScheduleTarget, toFunction } from '../schedule/index.ts';
 import { newBuffer, type Schedule } from '../schedule/rangeify.ts';
 import { bindBody } from '../schedule/resolve.ts';
@@ -226,7 +227,7 @@ export function realize(tensors: readonly Realizable[]): ReadonlySet<UOp> {
     if (pending.length === 0) return created;
   }
   const t0 = DEBUG.value >= 1 ? performance.now() : 0;
-  const { body, inputs, values } = toFunction(
+  const { body, inputs, values, assigns } = toFunction(
     pending.map((t) => t.uop),
     (call) => realizeCall(call, device),
   );
@@ -239,6 +240,7 @@ export function realize(tensors: readonly Realizable[]): ReadonlySet<UOp> {
     plans.set(key, (plan = runnable(planOf(body, inputs.length, device, scheduleTarget(device)), device)));
   if (last?.key !== key) lastPlans.set(body, { device, opts, key });
   const outputs = runPlan(plan, inputs, values, device);
+  markDone(assigns);
   if (DEBUG.value >= 1)
     console.log(
       `realize: ${plan.steps.length} kernel(s) on ${device} in ${(performance.now() - t0).toFixed(2)} ms${cached ? ' (cached schedule)' : ''}`,

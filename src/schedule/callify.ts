@@ -14,6 +14,27 @@ export interface Callified {
   readonly values: readonly ConstValue[];
   /** Whether the graph calls functions (FUNCTION, CALL): it must be resolved first (schedule/resolve.ts). */
   readonly calls: boolean;
+  /** The assigns (AFTER) the body makes: realizing it does them (markDone). */
+  readonly assigns: readonly UOp[];
+}
+
+/**
+ * Assigns done, with the buffer each wrote. A graph built before an assign was realized still holds its AFTER:
+ * realized later, it reads that buffer, and does not write it again (as tinygrad's realize rewrites the graphs of
+ * every live tensor). An assign made again (the same node: the same value over the same buffer) is a new write
+ * (assignMade).
+ */
+const done = new WeakMap<UOp, UOp>();
+
+/** Records that a realize did these assigns. */
+export function markDone(assigns: readonly UOp[]): void {
+  for (const a of assigns) done.set(a, a.src[0]!);
+}
+
+/** An assign node made by a tensor's assign: a write to do, even where an equal node was done before. */
+export function assignMade(after: UOp): UOp {
+  done.delete(after);
+  return after;
 }
 
 const isValueDType = (d: DType) =>
@@ -72,36 +93,55 @@ const startPlaceholder = (k: number, max: number) => UOp.variable('start', 0, ma
 const callified = new WeakMap<UOp, Callified>();
 
 /**
- * Replaces the realized buffers under `roots` by PARAMs numbered in order of first appearance, each use of a
- * float or integer constant as a value by a placeholder, and the start of a slice of an input (inputSlice) by
- * one (engine/lift.ts gives kernels their values).
+ * Replaces the realized buffers under `roots` by PARAMs numbered in order of first appearance (an assign done
+ * already by the buffer it wrote), each use of a float or integer constant as a value by a placeholder, and the
+ * start of a slice of an input (inputSlice) by one (engine/lift.ts gives kernels their values).
  */
 export function callify(roots: readonly UOp[]): Callified {
   const sink = UOp.sink(...roots);
   let f = callified.get(sink);
-  if (f === undefined) callified.set(sink, (f = callifyGraph(sink)));
+  // an assign of the graph done since reads its buffer instead; a graph that reads done assigns is not kept, as
+  // one of them made again is to be done again
+  if (f === undefined || f.assigns.some((a) => done.has(a))) {
+    const [g, readsDone] = callifyGraph(sink);
+    if (readsDone) callified.delete(sink);
+    else callified.set(sink, g);
+    f = g;
+  }
   return f;
 }
 
-function callifyGraph(sink: UOp): Callified {
+function callifyGraph(sink: UOp): [Callified, boolean] {
   const inputs: UOp[] = [];
   const values: ConstValue[] = [];
   // the nodes that change (most of a graph's are its shapes' and stay): the others map to themselves
   const out = new Map<UOp, UOp>();
+  const assigns: UOp[] = [];
   let calls = false;
-  for (const u of sink.toposort()) {
-    if (u.op === Ops.FUNCTION || u.op === Ops.CALL) calls = true;
-    if (u.op === Ops.BUFFER) {
-      const { dtype, device } = u.argOf(Ops.BUFFER);
+  let readsDone = false;
+  const input = (buf: UOp) => {
+    let p = out.get(buf);
+    if (p === undefined) {
+      const { dtype, device } = buf.argOf(Ops.BUFFER);
       // the buffer's own shape vector: UOp.param would build it again from the shape
-      out.set(u, UOp.make(Ops.PARAM, u.src, { slot: inputs.length, dtype, device }));
-      inputs.push(u);
+      out.set(buf, (p = UOp.make(Ops.PARAM, buf.src, { slot: inputs.length, dtype, device })));
+      inputs.push(buf);
+    }
+    return p;
+  };
+  for (const u of sink.toposort((x) => done.has(x))) {
+    if (u.op === Ops.FUNCTION || u.op === Ops.CALL) calls = true;
+    if (u.op === Ops.AFTER) assigns.push(u);
+    if (u.op === Ops.BUFFER) {
+      input(u);
       continue;
     }
     let src: UOp[] | undefined;
     for (let i = 0; i < u.src.length; i++) {
       const s = u.src[i]!;
-      let r = out.get(s) ?? s;
+      const wrote = done.get(s);
+      if (wrote !== undefined) readsDone = true;
+      let r = wrote !== undefined ? input(wrote) : (out.get(s) ?? s);
       if (s.op === Ops.CONST && isValueDType(s.dtype) && isValueUse(u, i)) {
         r = placeholder(values.length, s.dtype);
         values.push(s.constValue);
@@ -117,5 +157,5 @@ function callifyGraph(sink: UOp): Callified {
     }
     if (src !== undefined) out.set(u, u.withSrc(src));
   }
-  return { body: out.get(sink) ?? sink, inputs, values, calls };
+  return [{ body: out.get(sink) ?? sink, inputs, values, calls, assigns }, readsDone];
 }

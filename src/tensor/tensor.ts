@@ -20,6 +20,7 @@ import { bufferData, holdBuffer, letGoOfBuffer, setBufferData } from '../engine/
 import { realize } from '../engine/realize.ts';
 import { prod } from '../helpers.ts';
 import { Device } from '../runtime/device.ts';
+import { assignMade } from '../schedule/callify.ts';
 import { newBuffer } from '../schedule/rangeify.ts';
 import { GroupOp, Ops, type ReduceOp } from '../uop/ops.ts';
 import { substitute } from '../uop/pattern.ts';
@@ -983,7 +984,7 @@ export class Tensor {
       if (isBufferBase(base)) {
         // a view of a buffer: the buffer takes the write now, so every tensor over it sees the new values
         const buf = base.op === Ops.AFTER ? base.src[0]! : base;
-        this.wrap(UOp.make(Ops.AFTER, [buf, UOp.make(Ops.STORE, [buf, newBase])])).realize();
+        this.wrap(assignMade(UOp.make(Ops.AFTER, [buf, UOp.make(Ops.STORE, [buf, newBase])]))).realize();
       } else {
         // a view of a lazy tensor: that tensor takes the write (through to what it views, in turn), and this
         // view is seen over its new graph
@@ -998,7 +999,10 @@ export class Tensor {
         `assign: the tensor this view (${this.shape.join(', ')}) was made from has been realized or assigned since, so the write cannot reach it; make the view again from it`,
       );
     const buf = this.uop.op === Ops.AFTER ? this.uop.src[0]! : this.uop;
-    this.uop = buf.op === Ops.BUFFER ? UOp.make(Ops.AFTER, [buf, UOp.make(Ops.STORE, [buf, v.uop])]) : v.uop;
+    this.uop =
+      buf.op === Ops.BUFFER
+        ? assignMade(UOp.make(Ops.AFTER, [buf, UOp.make(Ops.STORE, [buf, v.uop])]))
+        : v.uop;
     noteAssigned(this);
     return this;
   }

@@ -360,4 +360,23 @@ describe('assign', () => {
         /assign: the value is \(2\)/,
       );
     });
+  for (const device of DEVICES)
+    it(`writes once on ${device}, whenever the graphs that read the assigned tensor are realized`, () => {
+      const m = new Tensor([10, 20], { device, dtype: dtypes.float32 });
+      const p = new Tensor([1, 2], { device, dtype: dtypes.float32 });
+      m.assign(m.add(1));
+      p.assign(p.add(m));
+      const twice = m.mul(2);
+      const alias = new Tensor(m.uop, { device });
+      m.realize();
+      expect(m.tolist()).toEqual([11, 21]);
+      // graphs built before m was realized read its buffer as the assign left it, and do not assign again
+      expect(p.tolist()).toEqual([12, 23]);
+      expect(twice.tolist()).toEqual([22, 42]);
+      expect(alias.tolist()).toEqual([11, 21]);
+      expect(m.tolist()).toEqual([11, 21]);
+      // the same assign made again (an equal graph) writes again
+      m.assign(m.add(1)).realize();
+      expect(m.tolist()).toEqual([12, 22]);
+    });
 });
