@@ -1,9 +1,11 @@
-// Addresses under their gates: a padded view's wrapped address is simplified where the load's gate holds.
+// Addresses under their gates: a padded view's wrapped address is simplified where the load's gate holds, and so
+// are a gate's clauses where the others hold.
 import { describe, expect, it } from 'vitest';
 import { simplifyGatedAddresses, ungateSafeLoads } from '../../src/codegen/gates.ts';
+import { optimizable } from '../../src/codegen/index.ts';
 import { scheduleOf } from '../../src/engine/realize.ts';
 import { Tensor } from '../../src/tensor/index.ts';
-import { Ops } from '../../src/uop/ops.ts';
+import { Ops, opName } from '../../src/uop/ops.ts';
 import { graphRewrite } from '../../src/uop/pattern.ts';
 import { symbolic } from '../../src/uop/symbolic.ts';
 import type { UOp } from '../../src/uop/uop.ts';
@@ -52,6 +54,63 @@ describe('addresses under their gates', () => {
       ),
     );
     expect(conv().tolist()).toEqual(want);
+  });
+});
+
+describe("a max pool's gradient over a padded window (11 x 11 rows pooled as 5 x 5 pairs)", () => {
+  const input = () =>
+    new Tensor(
+      Float32Array.from({ length: 2 * 3 * 11 * 11 }, (_, i) => ((i * 7) % 13) - 6),
+      { device: 'CPU' },
+    )
+      .reshape([2, 3, 11, 11])
+      .requiresGrad_();
+  const g = new Tensor(
+    Float32Array.from({ length: 2 * 3 * 5 * 5 }, (_, i) => ((i * 5) % 11) - 5),
+    { device: 'CPU' },
+  ).reshape([2, 3, 5, 5]);
+  const gradient = () => {
+    const x = input();
+    x.relu().maxPool2d(2).mul(g).sum().backward();
+    return x.grad!;
+  };
+  const divisions = (ast: UOp) =>
+    ast
+      .toposort()
+      .flatMap((u) =>
+        u.op === Ops.MOD || u.op === Ops.IDIV
+          ? [`${opName(u.op)} ${u.src[1]!.op === Ops.CONST ? u.src[1]!.constValue : 'x'}`]
+          : [],
+      );
+
+  it('reads rows and columns unwrapped: (x + y // 10) % 11 < 10 is x < 10 where y < 10 holds', () => {
+    const left = scheduleOf([gradient()]).kernels.map((k) => divisions(optimizable(k.ast)));
+    // only the pool's pairs (x // 2) are left
+    expect(left.flat().sort()).toEqual(['IDIV 2', 'IDIV 2']);
+  });
+
+  it('computes what a loop over the windows computes', () => {
+    const xs = input().reshape([6, 121]).tolist() as number[][];
+    const gs = g.tolist() as number[][][][];
+    const want = [0, 1].map((b) =>
+      [0, 1, 2].map((c) =>
+        Array.from({ length: 11 }, (_, i) =>
+          Array.from({ length: 11 }, (_, j) => {
+            if (i > 9 || j > 9) return 0;
+            const [pi, pj] = [i >> 1, j >> 1];
+            const window = [0, 1].flatMap((u) =>
+              [0, 1].map((v) => Math.max(0, xs[b * 3 + c]![(2 * pi + u) * 11 + 2 * pj + v]!)),
+            );
+            const mine = Math.max(0, xs[b * 3 + c]![i * 11 + j]!);
+            // tinygrad's max pool gradient: shared equally by the window's maxima (relu's is 0 below 0, 1/2 at 0)
+            const ties = window.filter((w) => w === Math.max(...window)).length;
+            const relu = xs[b * 3 + c]![i * 11 + j]! > 0 ? 1 : xs[b * 3 + c]![i * 11 + j]! === 0 ? 0.5 : 0;
+            return mine === Math.max(...window) ? (gs[b]![c]![pi]![pj]! / ties) * relu : 0;
+          }),
+        ),
+      ),
+    );
+    expect(gradient().tolist()).toEqual(want);
   });
 });
 
