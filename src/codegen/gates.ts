@@ -36,6 +36,10 @@ function gateBounds(gate: UOp): Bounds {
   return bounds;
 }
 
+/** The bounds a gate puts on index expressions, where they narrow them. */
+const narrowing = (gate: UOp) =>
+  [...gateBounds(gate)].filter(([x, [lo, hi]]) => lo <= hi && (lo > x.vmin || hi < x.vmax));
+
 /**
  * `u` simplified as if each bounded expression were a variable within its bounds; `u` as it is where it loads (a
  * gathered index, a value): a load's own gate simplified there would let it read where the outer gate fails, as
@@ -57,7 +61,7 @@ const isLeaf = (x: UOp) => x.op === Ops.RANGE || x.op === Ops.SPECIAL || x.op ==
  */
 function underGate(load: UOp): UOp | undefined {
   const [index, alt, gate] = load.src as [UOp, UOp, UOp];
-  const bounds = [...gateBounds(gate)].filter(([x, [lo, hi]]) => lo <= hi && (lo > x.vmin || hi < x.vmax));
+  const bounds = narrowing(gate);
   if (bounds.length === 0) return undefined;
   const leaves = bounds.filter(([x]) => isLeaf(x));
   const rest = bounds.flatMap(([x, b]): [UOp, [number, number]][] => {
@@ -72,13 +76,12 @@ function underGate(load: UOp): UOp | undefined {
   return load.withSrc([index.withSrc([buf, ...simplified]), alt, gate]);
 }
 
-/** The bounds a gate puts on loops and variables, where they narrow them. */
-const leafBounds = (gate: UOp) =>
-  [...gateBounds(gate)].filter(([x, [lo, hi]]) => isLeaf(x) && lo <= hi && (lo > x.vmin || hi < x.vmax));
-
 /** A condition simplified where `gate` holds (it is read only there), or undefined where nothing changes. */
 function condition(cond: UOp, gate: UOp): UOp | undefined {
-  const simplified = within(leafBounds(gate), cond);
+  const simplified = within(
+    narrowing(gate).filter(([x]) => isLeaf(x)),
+    cond,
+  );
   return simplified === cond ? undefined : simplified;
 }
 

@@ -1,6 +1,5 @@
 // The CPU device: C kernels built by the system compiler, cached on disk, loaded through koffi, run on host memory.
 import { readFileSync, rmSync } from 'node:fs';
-import { createRequire } from 'node:module';
 import { arch, availableParallelism, cpus, platform } from 'node:os';
 import { join } from 'node:path';
 import type { LibraryHandle } from 'koffi';
@@ -23,13 +22,7 @@ import type { DeviceBuffer } from './buffer.ts';
 import { type CCompiler, compileFlags, findCompiler, LDFLAGS, type Level, UnitBuilds } from './cc.ts';
 import { CC_TIERS, compilersRebuilding, type Keyed, Upgrade, waitForRebuilds } from './cc-upgrades.ts';
 import { cachedFile, makeBuildDir, publishFile } from './diskcache.ts';
-
-type Koffi = typeof import('koffi');
-let koffiModule: Koffi | undefined;
-/** koffi, loaded on first use so that the JS and NULL devices run without the native module. */
-function koffi(): Koffi {
-  return (koffiModule ??= createRequire(import.meta.url)('koffi') as Koffi);
-}
+import { koffi } from './koffi.ts';
 
 // -march=native makes code for this host's processor: a cache shared between machines must not mix them
 let hostCpu: string | undefined;

@@ -1,15 +1,11 @@
 // The CUDA driver API (libcuda) and NVRTC (libnvrtc) through koffi: the functions the CUDA device calls, each
 // checked, the current context, and where the libraries are looked for. Handles travel as numbers (user-space addresses fit 2^53).
 import { existsSync, readdirSync, realpathSync } from 'node:fs';
-import { createRequire } from 'node:module';
 import { homedir } from 'node:os';
 import { dirname, join } from 'node:path';
 import type { LibraryHandle } from 'koffi';
+import { koffi } from './koffi.ts';
 import { readAhead } from './readahead.ts';
-
-type Koffi = typeof import('koffi');
-let koffiModule: Koffi | undefined;
-export const koffi = (): Koffi => (koffiModule ??= createRequire(import.meta.url)('koffi') as Koffi);
 
 /** A pointer-sized out parameter: the callee writes it, `read` gives it back as a number. */
 export class OutHandle {

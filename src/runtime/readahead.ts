@@ -1,7 +1,7 @@
 // Files read ahead into the page cache: posix_fadvise(WILLNEED) starts the reads and returns, so a library a
 // later step needs (NVRTC, src/runtime/cuda-api.ts) is read from disk while this process does other work.
 import { closeSync, openSync } from 'node:fs';
-import { createRequire } from 'node:module';
+import { koffi } from './koffi.ts';
 
 type Fadvise = (fd: number, offset: number, length: number, advice: number) => number;
 /** posix_fadvise's advice that the pages will be read soon. */
@@ -11,8 +11,7 @@ let fadvise: Fadvise | null | undefined;
 function libcFadvise(): Fadvise | null {
   if (fadvise !== undefined) return fadvise;
   try {
-    const koffi = createRequire(import.meta.url)('koffi') as typeof import('koffi');
-    fadvise = koffi.load('libc.so.6').func('int posix_fadvise(int, int64_t, int64_t, int)') as Fadvise;
+    fadvise = koffi().load('libc.so.6').func('int posix_fadvise(int, int64_t, int64_t, int)') as Fadvise;
   } catch {
     fadvise = null; // not glibc: no read-ahead, only a later read
   }
