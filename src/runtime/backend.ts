@@ -211,6 +211,21 @@ export function numberedSource(source: string): string {
   return lines.map((line, i) => `${String(i + 1).padStart(width)} | ${line}`).join('\n');
 }
 
+/** A kernel in a unit of several: its function is renamed to `symbol` (two kernels may share a name). */
+export interface UnitKernel {
+  readonly name: string;
+  readonly source: string;
+  readonly symbol: string;
+}
+
+/**
+ * One translation unit of several kernels' sources (C, or CUDA C), each function renamed to its symbol, its lines
+ * numbered from 1 as in its own source. The C renderer guards what kernels share (src/renderer/c.ts `once`), so
+ * each helper is defined once.
+ */
+export const unitSource = (kernels: readonly UnitKernel[]): string =>
+  kernels.map((k) => `#define ${k.name} ${k.symbol}\n#line 1\n${k.source}\n#undef ${k.name}\n`).join('');
+
 /** Seconds since `start` (a performance.now() reading). */
 export function secondsSince(start: number): number {
   return (performance.now() - start) / 1000;

@@ -14,8 +14,9 @@ import { rmSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
 import { join } from 'node:path';
 import { ContextVar } from '../helpers.ts';
+import type { UnitKernel } from './backend.ts';
 import { plansStarted } from './backend.ts';
-import { type CCompiler, compilerJobs, startUnit, type UnitKernel } from './cc.ts';
+import { type CCompiler, compilerJobs, startUnit } from './cc.ts';
 import { CompilerRuns } from './compile-worker.ts';
 import { makeBuildDir, publishFile } from './diskcache.ts';
 

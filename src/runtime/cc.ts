@@ -4,7 +4,7 @@ import { accessSync, constants, existsSync, readFileSync, statSync, writeFileSyn
 import { availableParallelism, cpus } from 'node:os';
 import { delimiter, join } from 'node:path';
 import { ContextVar, sha256 } from '../helpers.ts';
-import { numberedSource } from './backend.ts';
+import { numberedSource, type UnitKernel, unitSource } from './backend.ts';
 import { CompilerRuns } from './compile-worker.ts';
 import { readCachedText, writeCachedText } from './diskcache.ts';
 
@@ -231,25 +231,11 @@ export const CC_BATCH = new ContextVar('CC_BATCH', 64);
 export const CC_JOBS = new ContextVar('CC_JOBS', 0);
 
 /** A kernel of a translation unit: its source defines `name`, which the unit exports as `symbol`. */
-export interface UnitKernel {
-  readonly name: string;
-  readonly source: string;
-  readonly symbol: string;
-}
-
 /** Kernels compiled together into the shared library `out`. */
 export interface Unit {
   readonly kernels: readonly UnitKernel[];
   readonly out: string;
 }
-
-/**
- * One translation unit of several kernels' sources: each function is renamed to its symbol (two kernels may
- * share a name) and its lines are numbered from 1 as in its own source. The C renderer guards what kernels
- * share (src/renderer/c.ts `once`), so each helper is defined once.
- */
-export const unitSource = (kernels: readonly UnitKernel[]): string =>
-  kernels.map((k) => `#define ${k.name} ${k.symbol}\n#line 1\n${k.source}\n#undef ${k.name}\n`).join('');
 
 /** Compiler processes at once: CC_JOBS, else one per core. */
 export const compilerJobs = (): number => CC_JOBS.value || availableParallelism();

@@ -13,10 +13,11 @@ import {
   type GraphReplay,
   type KernelInput,
   type KernelLanguage,
-  type KernelSource,
   numberedSource,
   type Program,
   type RecordedLaunch,
+  type UnitKernel,
+  unitSource,
 } from './backend.ts';
 import type { DeviceBuffer } from './buffer.ts';
 import {
@@ -49,6 +50,17 @@ const ATTRIBUTE = {
   ccMajor: 75,
   ccMinor: 76,
 } as const;
+/**
+ * How cubins are built, in the compiler key: each kernel's function is named by its symbol (symbolOf), as in a
+ * unit of several, so a cached cubin is read the same way whichever unit built it.
+ */
+const CUBIN_FORMAT = 'units';
+const symbolOf = (name: string, key: string) => `${name}_${key.slice(0, 16)}`;
+/** A kernel and its content key, which names its disk cache entry. */
+type Keyed = UnitKernel & { readonly key: string };
+/** The modules a batch loaded, by their cubin's length. */
+type LoadedCubins = Map<number, { cubin: Uint8Array; module: number }[]>;
+
 /** CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES */
 const FUNC_MAX_DYNAMIC_SHARED = 8;
 
@@ -223,7 +235,7 @@ export class CUDABackend extends Backend {
   }
 
   override compilerKey(): string {
-    return JSON.stringify(['CUDA', this.gpu.arch, nvrtcLibrary().version, this.options()]);
+    return JSON.stringify(['CUDA', this.gpu.arch, nvrtcLibrary().version, this.options(), CUBIN_FORMAT]);
   }
 
   private nvrtcOptions: string[] | undefined;
@@ -252,22 +264,24 @@ export class CUDABackend extends Backend {
     return program!;
   }
 
-  /** The kernel's program: its module loaded from `image` (the cubin where known), else from the disk cache or NVRTC. */
-  private load(name: string, source: string, key: string, image?: Uint8Array): Program {
+  /**
+   * The kernel's program: its function in the module loaded from `image` (the cubin where known), else from the
+   * disk cache or NVRTC. The kernels of a unit share one cubin, loaded once per batch (`loaded`).
+   */
+  private load(name: string, source: string, key: string, loaded: LoadedCubins, image?: Uint8Array): Program {
     const launch = launchOf(name, source, this.gpu.maxOuterGroups);
+    const symbol = symbolOf(name, key);
     let module = this.modules.get(key);
     if (module === undefined) {
-      const cubin = image ?? cachedBody(key, '.cubin') ?? this.cache(key, this.nvrtcCompile(name, source));
-      const d = use(this.gpu);
-      const handle = new OutHandle();
-      checkDriver(d, d.cuModuleLoadData(handle.ptr, cubin), `cuModuleLoadData (kernel ${name})`);
-      module = handle.read();
+      const cubin =
+        image ?? cachedBody(key, '.cubin') ?? this.cache([key], this.nvrtcCompile({ name, source, symbol }));
+      module = this.moduleOf(cubin, name, loaded);
       this.modules.set(key, module);
     }
     const fn = new OutHandle();
     checkDriver(
       use(this.gpu),
-      this.gpu.driver.cuModuleGetFunction(fn.ptr, module, name),
+      this.gpu.driver.cuModuleGetFunction(fn.ptr, module, symbol),
       'cuModuleGetFunction',
     );
     if (launch.shared > 0)
@@ -279,48 +293,49 @@ export class CUDABackend extends Backend {
     return new CUDAProgram(this, this.gpu, name, fn.read(), launch);
   }
 
-  /** Stores a cubin just built in the disk cache; returns it. */
-  private cache(key: string, cubin: Uint8Array): Uint8Array {
+  /** Stores a cubin just built in the disk cache, under the key of each kernel it holds; returns it. */
+  private cache(keys: readonly string[], cubin: Uint8Array): Uint8Array {
     withBuildDir((dir, cached) => {
       if (!cached) return;
-      const file = join(dir, `${key}.cubin`);
+      const file = join(dir, `${keys[0]}.cubin`);
       writeFileSync(file, cubin);
-      publishFile(file, [key], '.cubin');
+      publishFile(file, keys, '.cubin');
     });
     return cubin;
   }
 
+  /** The module of `cubin`, loaded once a batch: a unit's kernels read the same cubin (from disk, a copy each). */
+  private moduleOf(cubin: Uint8Array, name: string, loaded: LoadedCubins): number {
+    const same = loaded.get(cubin.length);
+    const found = same?.find((m) =>
+      Buffer.from(m.cubin.buffer, m.cubin.byteOffset, m.cubin.length).equals(cubin),
+    );
+    if (found !== undefined) return found.module;
+    const d = use(this.gpu);
+    const handle = new OutHandle();
+    checkDriver(d, d.cuModuleLoadData(handle.ptr, cubin), `cuModuleLoadData (kernel ${name})`);
+    const module = handle.read();
+    if (same === undefined) loaded.set(cubin.length, [{ cubin, module }]);
+    else same.push({ cubin, module });
+    return module;
+  }
+
   /**
-   * Kernels neither loaded nor cached on disk compile in NVRTC processes, each as soon as it is lowered (they
-   * compile while this thread lowers the next); then each loads from the cubin found or built here (its disk
-   * entry read and verified once).
+   * Kernels neither loaded nor cached on disk compile in NVRTC processes as soon as they are lowered (they compile
+   * while this thread lowers the next; src/runtime/nvrtc-workers.ts makes units of those that wait); then each
+   * loads from the cubin found or built here (its disk entry read and verified once).
    */
   override compileMany(inputs: readonly KernelInput[]): (Program | Error)[] {
     const images = new Map<string, Uint8Array>();
     const seen = new Set<string>();
-    const building: {
-      batch?: NvrtcBatch;
-      dir: string;
-      keys: string[];
-      held?: KernelSource & { key: string };
-    } = {
-      dir: '',
-      keys: [],
-    };
-    const build = (k: KernelSource & { key: string }) => {
-      if (building.batch === undefined) {
-        building.batch = new NvrtcBatch(nvrtcLibrary().path);
-        building.dir = mkdtempSync(join(tmpdir(), 'tsgrad-nvrtc-'));
-      }
-      const out = join(building.dir, `${building.keys.length}.cubin`);
-      building.batch.add({ name: k.name, source: k.source, options: this.options(), out });
-      building.keys.push(k.key);
-    };
-    const kernels = inputs.map((input): (KernelSource & { key: string }) | Error => {
-      let k: KernelSource & { key: string };
+    let batch: NvrtcBatch<Keyed> | undefined;
+    let dir = '';
+    const kernels = inputs.map((input): Keyed | Error => {
+      let k: Keyed;
       try {
         const lowered = typeof input === 'function' ? input() : input;
-        k = { ...lowered, key: this.keyOf(lowered.source) };
+        const key = this.keyOf(lowered.source);
+        k = { ...lowered, key, symbol: symbolOf(lowered.name, key) };
       } catch (e) {
         return e as Error;
       }
@@ -328,30 +343,44 @@ export class CUDABackend extends Backend {
       seen.add(k.key);
       const cubin = cachedBody(k.key, '.cubin');
       if (cubin !== undefined) images.set(k.key, cubin);
-      else build(k);
+      else {
+        if (batch === undefined) {
+          dir = mkdtempSync(join(tmpdir(), 'tsgrad-nvrtc-'));
+          batch = new NvrtcBatch(nvrtcLibrary().path, this.options(), dir, inputs.length);
+        }
+        batch.add(k);
+      }
       return k;
     });
-    if (building.batch !== undefined)
+    if (batch !== undefined)
       try {
-        building.batch.results().forEach((b, i) => {
-          const key = building.keys[i]!;
-          if (b instanceof Uint8Array) images.set(key, this.cache(key, b));
-        });
+        for (const { kernels: unit, cubin } of batch.results()) {
+          if (!(cubin instanceof Uint8Array)) continue;
+          this.cache(
+            unit.map((k) => k.key),
+            cubin,
+          );
+          for (const k of unit) images.set(k.key, cubin);
+        }
       } finally {
-        rmSync(building.dir, { recursive: true, force: true });
+        rmSync(dir, { recursive: true, force: true });
       }
     // each loads what was found or built; one that failed compiles here again, for its error with the source
+    const loaded: LoadedCubins = new Map();
     return kernels.map((k) => {
       if (k instanceof Error) return k;
       try {
-        return this.load(k.name, k.source, k.key, images.get(k.key));
+        return this.load(k.name, k.source, k.key, loaded, images.get(k.key));
       } catch (e) {
         return e as Error;
       }
     });
   }
 
-  private nvrtcCompile(name: string, source: string): Uint8Array {
+  /** The kernel compiled alone on this thread, its function named `symbol` as in a unit. */
+  private nvrtcCompile(kernel: UnitKernel): Uint8Array {
+    const { name } = kernel;
+    const source = unitSource([kernel]);
     const { api } = nvrtcLibrary();
     const prog = new OutHandle();
     const fail = (code: number, call: string) => {
@@ -370,7 +399,7 @@ export class CUDABackend extends Backend {
         api.nvrtcGetProgramLog(handle, log);
         throw new Error(
           `CUDA: NVRTC cannot compile kernel ${name} (${api.nvrtcGetErrorString(code)}):\n` +
-            `${new TextDecoder().decode(log.subarray(0, Math.max(0, log.length - 1)))}\n${numberedSource(source)}`,
+            `${new TextDecoder().decode(log.subarray(0, Math.max(0, log.length - 1)))}\n${numberedSource(kernel.source)}`,
         );
       }
       const size = new BigUint64Array(1);

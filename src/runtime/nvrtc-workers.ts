@@ -1,15 +1,17 @@
-// NVRTC in several processes: a schedule's new CUDA kernels compile at once, each as soon as it is lowered.
+// NVRTC in several processes: a schedule's new CUDA kernels compile at once, as soon as they are lowered.
 // Processes, not threads: NVRTC's threads in one process do not overlap (bench/nvrtc_batch.ts on the H200 host,
 // 128 kernels: 8.3 s one at a time, 3.9 s on 8 threads, 0.71 s in 8 processes, 0.56 s in 16). Each compiler
-// process has a worker thread that feeds it and counts its kernels up in a shared counter; the calling thread
+// process has a worker thread that feeds it and counts its units up in a shared counter; the calling thread
 // waits on that, so compileMany stays synchronous as the Backend interface is.
-import { readFileSync, rmSync } from 'node:fs';
+import { existsSync, readFileSync, rmSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { availableParallelism } from 'node:os';
+import { join } from 'node:path';
 import { Worker } from 'node:worker_threads';
+import { type UnitKernel, unitSource } from './backend.ts';
 
 // The compiler process, as CommonJS source: NVRTC through koffi (the library the main thread found), one
-// kernel a message, its cubin (or NVRTC's log) written to the file the job names.
+// unit of kernels a message, its cubin (or NVRTC's log) written to the file the job names.
 const COMPILER = `
 const { writeFileSync } = require('node:fs');
 const koffi = require(process.argv[1]);
@@ -50,7 +52,7 @@ process.on('message', ({ name, source, options, out }) => {
 });
 `;
 
-// The worker thread, as CommonJS source: it keeps one compiler process busy and counts its kernels up in the
+// The worker thread, as CommonJS source: it keeps one compiler process busy and counts its units up in the
 // shared counter the main thread waits on. A process that ends (a crash, a library that does not load) fails
 // the kernels it holds and every later one with the error it printed.
 const WORKER = `
@@ -64,7 +66,8 @@ let stderr = '';
 child.stderr.on('data', (d) => { stderr += d; });
 let ended;
 const queued = [];
-const count = (done) => { Atomics.add(done, 0, 1); Atomics.notify(done, 0); };
+// done[0] counts every unit compiled, done[1 + index] this compiler's
+const count = (done) => { Atomics.add(done, 1 + workerData.index, 1); Atomics.add(done, 0, 1); Atomics.notify(done, 0); };
 const fail = ({ out, done }) => { writeFileSync(out + '.err', ended); count(done); };
 child.on('message', () => count(queued.shift().done));
 child.on('close', (code, signal) => {
@@ -90,8 +93,8 @@ function workers(nvrtc: string): Worker[] {
   if (poolLibrary !== nvrtc) {
     for (const w of pool) void w.terminate();
     const koffi = createRequire(import.meta.url).resolve('koffi');
-    pool = Array.from({ length: Math.min(availableParallelism(), COMPILERS) }, () => {
-      const workerData = { koffi, nvrtc, node: process.execPath, compiler: COMPILER };
+    pool = Array.from({ length: Math.min(availableParallelism(), COMPILERS) }, (_, index) => {
+      const workerData = { koffi, nvrtc, node: process.execPath, compiler: COMPILER, index };
       const w = new Worker(WORKER, { eval: true, workerData });
       w.unref(); // idle workers do not keep the process alive (their compiler processes end with them)
       return w;
@@ -103,56 +106,151 @@ function workers(nvrtc: string): Worker[] {
 
 /** How long one batch may take before its missing kernels are reported as failed (a compiler that hangs). */
 const BATCH_SECONDS = 600;
+/**
+ * A unit holds at most this many kernels, and this much source once it has two. NVRTC costs about 45 ms a
+ * program before its kernels (an empty kernel's, on the H200's host) and the transformer's first-step kernels
+ * 70-80 ms each alone.
+ */
+const UNIT_KERNELS = 8;
+const UNIT_BYTES = 64 * 1024;
 
-interface Job {
-  name: string;
-  source: string;
-  options: readonly string[];
-  /** The file the cubin is written to (the compiler's message to `out`.err). */
+/** A unit sent to a compiler: its kernels, and the file its cubin is written to (NVRTC's message to `out`.err). */
+interface Sent<K extends UnitKernel> {
+  kernels: K[];
   out: string;
 }
 
+/** A unit's outcome: the cubin holding its kernels' functions (by symbol), or NVRTC's error. */
+export interface UnitResult<K extends UnitKernel> {
+  kernels: K[];
+  cubin: Uint8Array | Error;
+}
+
 /**
- * Kernels compiled by NVRTC (the library at `nvrtc`) in the compiler processes as they are added: the caller
- * goes on lowering the next kernel while they compile the ones before. `results` waits for all of them.
+ * Kernels compiled by NVRTC (the library at `nvrtc`) in the compiler processes as they are added, so the caller
+ * goes on lowering the next kernel while they compile the ones before; `results` waits for all of them. A free
+ * compiler takes the kernels waiting as one unit (one program: a unit's kernels share NVRTC's cost of a
+ * program), at most its share of the kernels still to compile (those waiting and those still to come, divided
+ * by the compilers), so kernels compile alone while the compilers keep up, together once they fall behind, and
+ * the last units are small: a unit of 8 kernels sent as the last were lowered took 0.3-0.4 s, which the whole
+ * batch waited for. A unit that fails is compiled again kernel by kernel, so that each error is its own kernel's.
  */
-export class NvrtcBatch {
-  private readonly jobs: Job[] = [];
-  private readonly done = new Int32Array(new SharedArrayBuffer(4));
+export class NvrtcBatch<K extends UnitKernel> {
   private readonly pool: Worker[];
+  private readonly waiting: K[] = [];
+  /** Kernels of a failed unit, each to be compiled alone. */
+  private readonly alone: K[] = [];
+  /** The units sent to each compiler, in the order sent. */
+  private readonly sent: Sent<K>[][];
+  /** Units compiled: done[0] in all, done[1 + i] by compiler i. */
+  private readonly done: Int32Array;
+  /** The units of each compiler whose outcome has been looked at (results: a failed one is split). */
+  private readonly seen: number[];
+  private units = 0;
+  private added = 0;
+  /** Whether results was called: no more kernels come. */
+  private closed = false;
 
   /** Starts the compiler processes on first use (their start overlaps the first kernels' lowering). */
-  constructor(nvrtc: string) {
+  constructor(
+    nvrtc: string,
+    private readonly options: readonly string[],
+    /** The directory the cubins are written to. */
+    private readonly dir: string,
+    /** How many kernels the caller means to add, at most (it adds them one by one as they are lowered). */
+    private readonly expected: number,
+  ) {
     this.pool = workers(nvrtc);
+    this.sent = this.pool.map(() => []);
+    this.seen = this.pool.map(() => 0);
+    this.done = new Int32Array(new SharedArrayBuffer(4 * (1 + this.pool.length)));
   }
 
-  add(job: Job): void {
-    this.pool[this.jobs.length % this.pool.length]!.postMessage({ ...job, done: this.done });
-    this.jobs.push(job);
+  add(kernel: K): void {
+    this.added++;
+    this.waiting.push(kernel);
+    this.dispatch();
   }
 
-  /** Each job's cubin, or an Error carrying NVRTC's message, in the order added. */
-  results(): (Uint8Array | Error)[] {
+  /** Every unit's outcome (waiting for them all). */
+  results(): UnitResult<K>[] {
     const deadline = performance.now() + BATCH_SECONDS * 1000;
-    for (
-      let seen = Atomics.load(this.done, 0);
-      seen < this.jobs.length && performance.now() < deadline;
-      seen = Atomics.load(this.done, 0)
-    )
-      Atomics.wait(this.done, 0, seen, 1000);
-    return this.jobs.map(({ name, out }) => {
+    this.closed = true;
+    for (;;) {
+      const now = Atomics.load(this.done, 0);
+      this.splitFailed();
+      this.dispatch();
+      if (now === this.units && this.waiting.length + this.alone.length === 0) break;
+      if (performance.now() >= deadline) break;
+      Atomics.wait(this.done, 0, now, 1000);
+    }
+    const units = this.sent.flat().filter((u) => u.kernels.length > 0);
+    const late = [...this.waiting, ...this.alone];
+    if (late.length > 0) units.push({ kernels: late, out: join(this.dir, 'late.cubin') });
+    return units.map(({ kernels, out }) => {
       try {
-        return new Uint8Array(readFileSync(out));
+        return { kernels, cubin: new Uint8Array(readFileSync(out)) };
       } catch {
         let why = `no result within ${BATCH_SECONDS} s`;
         try {
           why = readFileSync(`${out}.err`, 'utf8');
         } catch {}
-        return new Error(`CUDA: NVRTC cannot compile kernel ${name}: ${why}`);
+        const names = kernels.map((k) => k.name).join(', ');
+        return { kernels, cubin: new Error(`CUDA: NVRTC cannot compile kernel ${names}: ${why}`) };
       } finally {
         rmSync(out, { force: true });
         rmSync(`${out}.err`, { force: true });
       }
     });
+  }
+
+  /** Sends waiting kernels to the free compilers, each its share of those still to compile. */
+  private dispatch(): void {
+    for (let i = 0; i < this.pool.length && this.waiting.length + this.alone.length > 0; i++) {
+      if (this.sent[i]!.length !== Atomics.load(this.done, 1 + i)) continue;
+      const coming = this.closed ? 0 : Math.max(0, this.expected - this.added);
+      const kernels =
+        this.alone.length > 0
+          ? this.alone.splice(0, 1)
+          : this.take(Math.ceil((this.waiting.length + coming) / this.pool.length));
+      const out = join(this.dir, `${this.units++}.cubin`);
+      this.sent[i]!.push({ kernels, out });
+      const name = kernels.length === 1 ? kernels[0]!.name : `unit${this.units}`;
+      this.pool[i]!.postMessage({
+        name,
+        source: unitSource(kernels),
+        options: this.options,
+        out,
+        done: this.done,
+      });
+    }
+  }
+
+  /** The next unit of at most `n` waiting kernels (and UNIT_KERNELS, and UNIT_BYTES once it has two). */
+  private take(n: number): K[] {
+    let count = 0;
+    let bytes = 0;
+    const most = Math.min(n, UNIT_KERNELS);
+    while (count < Math.min(most, this.waiting.length)) {
+      bytes += this.waiting[count]!.source.length;
+      if (count > 0 && bytes > UNIT_BYTES) break;
+      count++;
+    }
+    return this.waiting.splice(0, Math.max(count, 1));
+  }
+
+  /** Kernels of the units of several that failed go back to be compiled alone. */
+  private splitFailed(): void {
+    for (let i = 0; i < this.pool.length; i++) {
+      const done = Atomics.load(this.done, 1 + i);
+      for (; this.seen[i]! < done; this.seen[i]!++) {
+        const unit = this.sent[i]![this.seen[i]!]!;
+        if (unit.kernels.length > 1 && existsSync(`${unit.out}.err`)) {
+          this.alone.push(...unit.kernels);
+          rmSync(`${unit.out}.err`, { force: true });
+          unit.kernels = [];
+        }
+      }
+    }
   }
 }

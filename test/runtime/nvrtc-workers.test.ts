@@ -1,7 +1,8 @@
 // NVRTC's compiler processes without a GPU: a stand-in libnvrtc built here with the C compiler (its "cubin" is
-// the source's bytes, and a source with `#error` fails with a log) runs the whole path: worker threads, one
-// process each, a kernel a message, results in the order added; and a process that cannot start fails its
-// kernels at once, naming why.
+// the source's bytes, a compile takes 20 ms, and a source with `#error` fails with a log) runs the whole path:
+// worker threads, one process each, a unit of kernels a message (a kernel alone while the compilers keep up);
+// a failed unit compiled again kernel by kernel; and a process that cannot start fails its kernels at once,
+// naming why.
 import { execFileSync } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -13,6 +14,7 @@ import { NvrtcBatch } from '../../src/runtime/nvrtc-workers.ts';
 const STAND_IN = `
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 typedef struct { char *src; size_t n; int bad; } prog;
 int nvrtcCreateProgram(prog **p, const char *src, const char *name, int nh, const char **h, const char **in) {
   prog *q = malloc(sizeof *q);
@@ -20,7 +22,7 @@ int nvrtcCreateProgram(prog **p, const char *src, const char *name, int nh, cons
   q->bad = strstr(src, "#error") != 0;
   *p = q; return 0;
 }
-int nvrtcCompileProgram(prog *p, int n, const char **o) { return p->bad ? 6 : 0; }
+int nvrtcCompileProgram(prog *p, int n, const char **o) { usleep(20000); return p->bad ? 6 : 0; }
 int nvrtcGetProgramLogSize(prog *p, size_t *s) { *s = 6; return 0; }
 int nvrtcGetProgramLog(prog *p, char *l) { memcpy(l, "oops!", 6); return 0; }
 int nvrtcGetCUBINSize(prog *p, size_t *s) { *s = p->n; return 0; }
@@ -33,34 +35,46 @@ const dir = mkdtempSync(join(tmpdir(), 'tsgrad-nvrtc-test-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
 describe('NVRTC compiler processes', () => {
-  it('compile each kernel added, in order, and name a failing one with its log', () => {
+  it('compile kernels in units once they wait, each renamed to its symbol; a failed unit kernel by kernel', () => {
     writeFileSync(join(dir, 'nvrtc.c'), STAND_IN);
     const library = join(dir, 'libnvrtc-stand-in.so');
     const [cc, ...args] = findCompiler().argv;
     execFileSync(cc!, [...args, '-shared', '-fPIC', '-o', library, join(dir, 'nvrtc.c')]);
-    const batch = new NvrtcBatch(library);
-    const sources = Array.from({ length: 40 }, (_, i) => (i === 7 ? '#error broken' : `kernel ${i}`));
-    sources.forEach((source, i) => {
-      batch.add({ name: `k${i}`, source, options: ['-w'], out: join(dir, `${i}.cubin`) });
-    });
-    const results = batch.results();
-    results.forEach((r, i) => {
-      if (i === 7)
-        expect((r as Error).message).toBe(
+    const batch = new NvrtcBatch(library, ['-w'], dir, 40);
+    const kernels = Array.from({ length: 40 }, (_, i) => ({
+      name: `k${i}`,
+      symbol: `s${i}`,
+      source: i === 7 ? '#error broken' : `kernel ${i}`,
+    }));
+    for (const k of kernels) batch.add(k);
+    const units = batch.results();
+    // the first kernel found every compiler free, and went alone; the others waited, and went together
+    expect(units[0]!.kernels.map((k) => k.name)).toEqual(['k0']);
+    expect(units.some((u) => u.kernels.length > 1)).toBe(true);
+    expect(units.flatMap((u) => u.kernels.map((k) => k.name)).sort()).toEqual(
+      kernels.map((k) => k.name).sort(),
+    );
+    for (const { kernels: unit, cubin } of units)
+      if (unit.some((k) => k.name === 'k7')) {
+        expect(unit).toHaveLength(1);
+        expect((cubin as Error).message).toBe(
           'CUDA: NVRTC cannot compile kernel k7: NVRTC_ERROR_COMPILATION:\noops!',
         );
-      else expect(new TextDecoder().decode(r as Uint8Array)).toBe(`kernel ${i}`);
-    });
+      } else {
+        const text = new TextDecoder().decode(cubin as Uint8Array);
+        for (const k of unit) expect(text).toContain(`#define ${k.name} ${k.symbol}\n#line 1\n${k.source}\n`);
+      }
   }, 30_000);
 
   it('fail the kernels of a process that ends (here: no such library), at once and naming why', () => {
-    const batch = new NvrtcBatch(join(dir, 'no-libnvrtc.so'));
-    for (const name of ['a', 'b', 'c'])
-      batch.add({ name, source: '', options: [], out: join(dir, `${name}.cubin`) });
-    for (const [i, r] of batch.results().entries())
-      expect((r as Error).message).toMatch(
+    const batch = new NvrtcBatch(join(dir, 'no-libnvrtc.so'), [], dir, 3);
+    for (const name of ['a', 'b', 'c']) batch.add({ name, symbol: name, source: '' });
+    const units = batch.results();
+    expect(units.flatMap((u) => u.kernels.map((k) => k.name)).sort()).toEqual(['a', 'b', 'c']);
+    for (const { kernels, cubin } of units)
+      expect((cubin as Error).message).toMatch(
         new RegExp(
-          `kernel ${'abc'[i]}: its compiler process ended \\(exit code 1\\): Error: .*shared library`,
+          `kernel ${kernels.map((k) => k.name).join(', ')}: its compiler process ended \\(exit code 1\\): Error: .*shared library`,
         ),
       );
   }, 30_000);
