@@ -35,6 +35,7 @@ function nullAsH100(): void {
   gpu.vectorBytes = () => 16;
   gpu.tensorCores = () => [...NVIDIA_TENSOR_CORES, ...HOPPER_TENSOR_CORES];
   gpu.maxBuffers = () => 4095;
+  gpu.fusedMultiplyAdds = () => true;
 }
 
 /** Runs in the child: the model's first step, its kernels lowered and rendered but not compiled. */

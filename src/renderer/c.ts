@@ -104,10 +104,11 @@ interface Dialect {
   /** How vectors are written: GCC's vector extensions (C), or CUDA's C++ (a struct of lanes, see CUDA_VECTORS). */
   vectors: VectorDialect;
   /**
-   * MULACC of float32 and float64 is an FMA call: the compiler contracts nothing of its own (-ffp-contract=off,
-   * src/codegen/contract.ts), so a kernel's bits do not depend on its optimization level.
+   * The FMA function (float64's name; float32's ends in f) a MULACC of float32 or float64 calls: the compiler
+   * contracts nothing of its own (gcc's -ffp-contract=off, NVRTC's --fmad=false; src/codegen/contract.ts), so a
+   * kernel's bits depend neither on its optimization level nor on what else its kernel computes.
    */
-  fma?: boolean;
+  fma?: string;
   /**
    * The type of bfloat16 values where the dialect has one holding their bits (CUDA's tg_bfloat: it converts to
    * float for arithmetic and rounds a float assigned to it), so that loads, stores and tensor-core operands move
@@ -229,7 +230,7 @@ function cLanguage(indexType: string, dialect: Dialect = C_DIALECT): Language {
     return `${fn}(${[...descriptors, a[2]].join(', ')})`;
   };
   /** A MULACC this dialect writes as an FMA call. */
-  const fused = (u: UOp) => u.op === Ops.MULACC && dialect.fma === true && FMA_TYPES.has(u.dtype.base);
+  const fused = (u: UOp) => u.op === Ops.MULACC && dialect.fma !== undefined && FMA_TYPES.has(u.dtype.base);
   /** The name of a vector function computing u, defined on first use; undefined: u is computed per lane. */
   const vectorHelper = (u: UOp): string | undefined => {
     const lanes = u.lanes;
@@ -349,9 +350,7 @@ function cLanguage(indexType: string, dialect: Dialect = C_DIALECT): Language {
       case Ops.POW:
         return `${fn('pow', d)}(${a[0]}, ${a[1]})`;
       case Ops.MULACC:
-        return fused(u)
-          ? `${fn('__builtin_fma', d)}(${a[0]}, ${a[1]}, ${a[2]})`
-          : `(${a[0]}*${a[1]}+${a[2]})`;
+        return fused(u) ? `${fn(dialect.fma!, d)}(${a[0]}, ${a[1]}, ${a[2]})` : `(${a[0]}*${a[1]}+${a[2]})`;
       case Ops.CAST:
         return `((${type(u.dtype)})${a[0]})`;
       case Ops.BITCAST:
@@ -743,7 +742,7 @@ const C_DIALECT: Dialect = {
     `__extension__({ ${from} s_ = ${x}; ${to} t_; __builtin_memcpy(&t_, &s_, sizeof t_); t_; })`,
   prelude: `${PRELUDE}${OPENMP_TEAM}`,
   vectors: GCC_VECTORS,
-  fma: true,
+  fma: '__builtin_fma',
   alignment: HOST_BUFFER_ALIGN,
   // a NaN test the branch predictor always gets right, then a select gcc makes a maxss or a blend
   floatMax: (a, b) => `((${a}!=${a})?${a}:((${a}>${b})?${a}:${b}))`,
@@ -888,6 +887,7 @@ export function renderCUDA(name: string, linear: UOp): string {
     prelude: CUDA_PRELUDE,
     halfPrelude: CUDA_HALF_PRELUDE,
     vectors: CUDA_VECTORS,
+    fma: 'fma',
     bfloat16: 'tg_bfloat',
     // cudaMalloc's allocations are aligned to 256 bytes; 16 is the widest load (float4)
     alignment: 16,

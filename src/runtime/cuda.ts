@@ -214,6 +214,15 @@ export class CUDABackend extends Backend {
     };
   }
 
+  /**
+   * NVRTC contracts no multiply and add of its own (--fmad=false): the IR places the FMAs (src/codegen/contract.ts)
+   * as on the CPU, so that a kernel's bits do not depend on what else its kernel computes (NVRTC fused other
+   * products once an optimizer's three kernels were one).
+   */
+  override fusedMultiplyAdds(): boolean {
+    return true;
+  }
+
   // float4-style loads and stores: 16 bytes is the widest a thread moves at once
   override vectorBytes(): number {
     return 16;
@@ -245,6 +254,8 @@ export class CUDABackend extends Backend {
       this.nvrtcOptions = [
         // Hopper's own target: wgmma exists only in sm_90a code (which runs on compute capability 9.0 alone)
         `--gpu-architecture=${this.gpu.arch === 'sm_90' ? 'sm_90a' : this.gpu.arch}`,
+        // the kernels' FMAs are the IR's (fusedMultiplyAdds)
+        '--fmad=false',
         '-default-device',
         '-w',
         ...(include ? [`-I${include}`] : []),

@@ -75,6 +75,12 @@ export class SIMTBackend extends Backend {
     return { maxThreads: 256, localBytes: 48 * 1024, asyncCopies: true, matrixLoads: true };
   }
 
+  // as CUDA's, so that its kernels are CUDA's: the IR places the FMAs (the emulator rounds a MULACC's product and
+  // its sum, as JS does)
+  override fusedMultiplyAdds(): boolean {
+    return true;
+  }
+
   // as CUDA's widest load (float4): each thread's vectors
   override vectorBytes(): number {
     return 16;
