@@ -74,6 +74,7 @@ child.on('close', (code, signal) => {
   const lines = stderr.trim().split('\\n');
   const why = lines.filter((l) => /Error/.test(l)).pop() ?? lines.pop();
   ended = 'its compiler process ended (' + (signal ?? 'exit code ' + code) + ')' + (why ? ': ' + why.trim() : '');
+  Atomics.store(new Int32Array(workerData.ended), workerData.index, 1);
   for (const job of queued.splice(0)) fail(job);
 });
 parentPort.on('message', ({ done, ...job }) => {
@@ -86,19 +87,28 @@ parentPort.on('message', ({ done, ...job }) => {
 /** Compiler processes at most (one a core): 16 compiled 128 kernels in 0.56 s, 8 in 0.71 s. */
 const COMPILERS = 16;
 
-let pool: Worker[] = [];
+/** The compiler processes' workers, and which processes have ended (1: ended). */
+interface Pool {
+  workers: Worker[];
+  ended: Int32Array;
+}
+
+let pool: Pool = { workers: [], ended: new Int32Array(0) };
 let poolLibrary = '';
 
-function workers(nvrtc: string): Worker[] {
+function compilers(nvrtc: string): Pool {
   if (poolLibrary !== nvrtc) {
-    for (const w of pool) void w.terminate();
+    for (const w of pool.workers) void w.terminate();
     const koffi = createRequire(import.meta.url).resolve('koffi');
-    pool = Array.from({ length: Math.min(availableParallelism(), COMPILERS) }, (_, index) => {
-      const workerData = { koffi, nvrtc, node: process.execPath, compiler: COMPILER, index };
+    const n = Math.min(availableParallelism(), COMPILERS);
+    const ended = new SharedArrayBuffer(4 * n);
+    const workers = Array.from({ length: n }, (_, index) => {
+      const workerData = { koffi, nvrtc, node: process.execPath, compiler: COMPILER, index, ended };
       const w = new Worker(WORKER, { eval: true, workerData });
       w.unref(); // idle workers do not keep the process alive (their compiler processes end with them)
       return w;
     });
+    pool = { workers, ended: new Int32Array(ended) };
     poolLibrary = nvrtc;
   }
   return pool;
@@ -136,7 +146,7 @@ export interface UnitResult<K extends UnitKernel> {
  * batch waited for. A unit that fails is compiled again kernel by kernel, so that each error is its own kernel's.
  */
 export class NvrtcBatch<K extends UnitKernel> {
-  private readonly pool: Worker[];
+  private readonly pool: Pool;
   private readonly waiting: K[] = [];
   /** Kernels of a failed unit, each to be compiled alone. */
   private readonly alone: K[] = [];
@@ -160,10 +170,10 @@ export class NvrtcBatch<K extends UnitKernel> {
     /** How many kernels the caller means to add, at most (it adds them one by one as they are lowered). */
     private readonly expected: number,
   ) {
-    this.pool = workers(nvrtc);
-    this.sent = this.pool.map(() => []);
-    this.seen = this.pool.map(() => 0);
-    this.done = new Int32Array(new SharedArrayBuffer(4 * (1 + this.pool.length)));
+    this.pool = compilers(nvrtc);
+    this.sent = this.pool.workers.map(() => []);
+    this.seen = this.pool.workers.map(() => 0);
+    this.done = new Int32Array(new SharedArrayBuffer(4 * (1 + this.pool.workers.length)));
   }
 
   add(kernel: K): void {
@@ -204,19 +214,25 @@ export class NvrtcBatch<K extends UnitKernel> {
     });
   }
 
-  /** Sends waiting kernels to the free compilers, each its share of those still to compile. */
+  /**
+   * Sends waiting kernels to the free compilers, each its share of those still to compile; to a compiler whose
+   * process has ended (which fails them, naming why) only once all have.
+   */
   private dispatch(): void {
-    for (let i = 0; i < this.pool.length && this.waiting.length + this.alone.length > 0; i++) {
-      if (this.sent[i]!.length !== Atomics.load(this.done, 1 + i)) continue;
+    const { workers, ended } = this.pool;
+    const alive = ended.some((e) => e === 0);
+    for (let i = 0; i < workers.length && this.waiting.length + this.alone.length > 0; i++) {
+      if (this.sent[i]!.length !== Atomics.load(this.done, 1 + i) || (alive && Atomics.load(ended, i) === 1))
+        continue;
       const coming = this.closed ? 0 : Math.max(0, this.expected - this.added);
       const kernels =
         this.alone.length > 0
           ? this.alone.splice(0, 1)
-          : this.take(Math.ceil((this.waiting.length + coming) / this.pool.length));
+          : this.take(Math.ceil((this.waiting.length + coming) / workers.length));
       const out = join(this.dir, `${this.units++}.cubin`);
       this.sent[i]!.push({ kernels, out });
       const name = kernels.length === 1 ? kernels[0]!.name : `unit${this.units}`;
-      this.pool[i]!.postMessage({
+      workers[i]!.postMessage({
         name,
         source: unitSource(kernels),
         options: this.options,
@@ -241,7 +257,7 @@ export class NvrtcBatch<K extends UnitKernel> {
 
   /** Kernels of the units of several that failed go back to be compiled alone. */
   private splitFailed(): void {
-    for (let i = 0; i < this.pool.length; i++) {
+    for (let i = 0; i < this.sent.length; i++) {
       const done = Atomics.load(this.done, 1 + i);
       for (; this.seen[i]! < done; this.seen[i]!++) {
         const unit = this.sent[i]![this.seen[i]!]!;

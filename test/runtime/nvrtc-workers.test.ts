@@ -1,13 +1,13 @@
 // NVRTC's compiler processes without a GPU: a stand-in libnvrtc built here with the C compiler (its "cubin" is
-// the source's bytes, a compile takes 20 ms, and a source with `#error` fails with a log) runs the whole path:
-// worker threads, one process each, a unit of kernels a message (a kernel alone while the compilers keep up);
-// a failed unit compiled again kernel by kernel; and a process that cannot start fails its kernels at once,
-// naming why.
+// the source's bytes, a compile takes 20 ms, a source with `#error` fails with a log and one with `#crash` ends
+// its process) runs the whole path: worker threads, one process each, a unit of kernels a message (a kernel alone
+// while the compilers keep up); a failed unit compiled again kernel by kernel; a process that ends fails its
+// kernels, naming why, and the others take the rest.
 import { execFileSync } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { availableParallelism, tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { findCompiler } from '../../src/runtime/cc.ts';
 import { NvrtcBatch } from '../../src/runtime/nvrtc-workers.ts';
 
@@ -22,7 +22,11 @@ int nvrtcCreateProgram(prog **p, const char *src, const char *name, int nh, cons
   q->bad = strstr(src, "#error") != 0;
   *p = q; return 0;
 }
-int nvrtcCompileProgram(prog *p, int n, const char **o) { usleep(20000); return p->bad ? 6 : 0; }
+int nvrtcCompileProgram(prog *p, int n, const char **o) {
+  usleep(20000);
+  if (strstr(p->src, "#crash")) abort();
+  return p->bad ? 6 : 0;
+}
 int nvrtcGetProgramLogSize(prog *p, size_t *s) { *s = 6; return 0; }
 int nvrtcGetProgramLog(prog *p, char *l) { memcpy(l, "oops!", 6); return 0; }
 int nvrtcGetCUBINSize(prog *p, size_t *s) { *s = p->n; return 0; }
@@ -32,14 +36,16 @@ const char *nvrtcGetErrorString(int r) { return r ? "NVRTC_ERROR_COMPILATION" : 
 `;
 
 const dir = mkdtempSync(join(tmpdir(), 'tsgrad-nvrtc-test-'));
+const library = join(dir, 'libnvrtc-stand-in.so');
+beforeAll(() => {
+  writeFileSync(join(dir, 'nvrtc.c'), STAND_IN);
+  const [cc, ...args] = findCompiler().argv;
+  execFileSync(cc!, [...args, '-shared', '-fPIC', '-o', library, join(dir, 'nvrtc.c')]);
+});
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
 describe('NVRTC compiler processes', () => {
   it('compile kernels in units once they wait, each renamed to its symbol; a failed unit kernel by kernel', () => {
-    writeFileSync(join(dir, 'nvrtc.c'), STAND_IN);
-    const library = join(dir, 'libnvrtc-stand-in.so');
-    const [cc, ...args] = findCompiler().argv;
-    execFileSync(cc!, [...args, '-shared', '-fPIC', '-o', library, join(dir, 'nvrtc.c')]);
     const batch = new NvrtcBatch(library, ['-w'], dir, 40);
     const kernels = Array.from({ length: 40 }, (_, i) => ({
       name: `k${i}`,
@@ -64,6 +70,25 @@ describe('NVRTC compiler processes', () => {
         const text = new TextDecoder().decode(cubin as Uint8Array);
         for (const k of unit) expect(text).toContain(`#define ${k.name} ${k.symbol}\n#line 1\n${k.source}\n`);
       }
+  }, 30_000);
+
+  it('fail the kernels of a process that crashes, naming why, and compile the rest in the other processes', () => {
+    const batch = new NvrtcBatch(library, [], dir, 20);
+    const kernels = Array.from({ length: 20 }, (_, i) => ({
+      name: `c${i}`,
+      symbol: `c${i}`,
+      source: i === 0 ? '#crash' : `kernel ${i}`,
+    }));
+    for (const k of kernels) batch.add(k);
+    const units = batch.results();
+    for (const { kernels: unit, cubin } of units)
+      if (unit[0]!.name === 'c0')
+        expect((cubin as Error).message).toMatch(
+          /^CUDA: NVRTC cannot compile kernel c0: its compiler process ended \(SIGABRT\)/,
+        );
+      // with one compiler, none is left for the rest
+      else if (availableParallelism() === 1) expect(cubin).toBeInstanceOf(Error);
+      else for (const k of unit) expect(new TextDecoder().decode(cubin as Uint8Array)).toContain(k.source);
   }, 30_000);
 
   it('fail the kernels of a process that ends (here: no such library), at once and naming why', () => {
