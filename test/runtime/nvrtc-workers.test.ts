@@ -44,16 +44,18 @@ beforeAll(() => {
 });
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
+/** A kernel for each source (named `prefix` and its number) compiled by `lib`'s compiler processes; the units. */
+function compileAll(lib: string, sources: readonly string[], prefix: string) {
+  const batch = new NvrtcBatch(lib, [], dir, sources.length);
+  const kernels = sources.map((source, i) => ({ name: `${prefix}${i}`, symbol: `s${prefix}${i}`, source }));
+  for (const k of kernels) batch.add(k);
+  return { kernels, units: batch.results() };
+}
+
 describe('NVRTC compiler processes', () => {
   it('compile kernels in units once they wait, each renamed to its symbol; a failed unit kernel by kernel', () => {
-    const batch = new NvrtcBatch(library, ['-w'], dir, 40);
-    const kernels = Array.from({ length: 40 }, (_, i) => ({
-      name: `k${i}`,
-      symbol: `s${i}`,
-      source: i === 7 ? '#error broken' : `kernel ${i}`,
-    }));
-    for (const k of kernels) batch.add(k);
-    const units = batch.results();
+    const sources = Array.from({ length: 40 }, (_, i) => (i === 7 ? '#error broken' : `kernel ${i}`));
+    const { kernels, units } = compileAll(library, sources, 'k');
     // the first kernel found every compiler free, and went alone; the others waited, and went together
     expect(units[0]!.kernels.map((k) => k.name)).toEqual(['k0']);
     expect(units.some((u) => u.kernels.length > 1)).toBe(true);
@@ -73,14 +75,8 @@ describe('NVRTC compiler processes', () => {
   }, 30_000);
 
   it('fail the kernels of a process that crashes, naming why, and compile the rest in the other processes', () => {
-    const batch = new NvrtcBatch(library, [], dir, 20);
-    const kernels = Array.from({ length: 20 }, (_, i) => ({
-      name: `c${i}`,
-      symbol: `c${i}`,
-      source: i === 0 ? '#crash' : `kernel ${i}`,
-    }));
-    for (const k of kernels) batch.add(k);
-    const units = batch.results();
+    const sources = Array.from({ length: 20 }, (_, i) => (i === 0 ? '#crash' : `kernel ${i}`));
+    const { units } = compileAll(library, sources, 'c');
     for (const { kernels: unit, cubin } of units)
       if (unit[0]!.name === 'c0')
         expect((cubin as Error).message).toMatch(
@@ -92,10 +88,8 @@ describe('NVRTC compiler processes', () => {
   }, 30_000);
 
   it('fail the kernels of a process that ends (here: no such library), at once and naming why', () => {
-    const batch = new NvrtcBatch(join(dir, 'no-libnvrtc.so'), [], dir, 3);
-    for (const name of ['a', 'b', 'c']) batch.add({ name, symbol: name, source: '' });
-    const units = batch.results();
-    expect(units.flatMap((u) => u.kernels.map((k) => k.name)).sort()).toEqual(['a', 'b', 'c']);
+    const { units } = compileAll(join(dir, 'no-libnvrtc.so'), ['', '', ''], 'a');
+    expect(units.flatMap((u) => u.kernels.map((k) => k.name)).sort()).toEqual(['a0', 'a1', 'a2']);
     for (const { kernels, cubin } of units)
       expect((cubin as Error).message).toMatch(
         new RegExp(
