@@ -711,8 +711,8 @@ typedef __fp16 tg_half;
 #endif`;
 
 // What kernels use of math.h, declared: the compiler knows these as built-ins, as it does through math.h, whose
-// 1,100 lines cost each translation unit about 6 ms of gcc's CPU (a unit holds many kernels; README, "Compiling
-// kernels")
+// 1,100 lines cost each translation unit about 6 ms of gcc's CPU (a unit holds many kernels;
+// docs/compiling.md)
 const LIBM = `#define INFINITY (__builtin_inff())
 #define NAN (__builtin_nanf(""))
 ${['sqrt', 'trunc', 'log2', 'sin'].map((f) => `float ${f}f(float); double ${f}(double);`).join('\n')}
@@ -754,7 +754,7 @@ const indexTypeOf = (linear: UOp) => (maxIndex(linear) < 2 ** 31 ? 'int' : 'long
 /**
  * A kernel that moves this many elements or fewer (elementsMoved) keeps its loops rolled (`#pragma GCC unroll 1`):
  * -fpeel-loops (src/runtime/cc.ts) unrolls short loops completely, which pays in a conv's 3x3 windows but not in
- * a kernel of a microsecond, where it only costs the compiler's CPU (README, "Compiling kernels", has figures).
+ * a kernel of a microsecond, where it only costs the compiler's CPU (docs/compiling.md has figures).
  */
 export const ROLLED_ELEMENTS = 1 << 16;
 

@@ -17,7 +17,7 @@ export const CC = new ContextVar<string>('CC', '');
  * and it costs compiler CPU (first-step units, min of 2 interleaved on the 2-core machine: MNIST CNN 2.32 s at
  * -O3, 1.85 s at -O2 -fpeel-loops; MLP 1.30, 1.19; transformer 5.68, 5.32). A kernel's quick build
  * (src/runtime/cc-upgrades.ts) is -Og: a third of -O2's compiler CPU (the three models' first-step units: MNIST
- * CNN 0.63 s against 2.10, transformer 0.92 against 3.30) for steps about a quarter slower (README, Tiers).
+ * CNN 0.63 s against 2.10, transformer 0.92 against 3.30) for steps about a quarter slower (docs/compiling.md, Tiers).
  */
 export type Level = '-O2' | '-Og';
 export const CFLAGS: readonly string[] = [
@@ -279,7 +279,7 @@ const UNIT_SIZES: Record<Level, { first: number; share: number; queued: number }
  * on the 2-core VM the transformer's last kernel was rendered at 1.29 s into its first step, now at 1.00-1.03);
  * `finish` shares what is left between the lanes as they free, by bytes of source, `share` at least (no less
  * left behind). A unit holds at most CC_BATCH kernels and its lane's share
- * of the `count` that may come; a kernel of over UNIT_BYTES is alone (README, "Compiling kernels", says what this
+ * of the `count` that may come; a kernel of over UNIT_BYTES is alone (docs/compiling.md says what this
  * gains). `finish` waits for all; a unit that failed is built again kernel by kernel, so that each error is its
  * kernel's own. `libraryOf` names a unit's library.
  */
