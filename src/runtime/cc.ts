@@ -230,7 +230,6 @@ export const CC_BATCH = new ContextVar('CC_BATCH', 64);
 /** Compiler processes at once; 0: one per core. */
 export const CC_JOBS = new ContextVar('CC_JOBS', 0);
 
-/** A kernel of a translation unit: its source defines `name`, which the unit exports as `symbol`. */
 /** Kernels compiled together into the shared library `out`. */
 export interface Unit {
   readonly kernels: readonly UnitKernel[];

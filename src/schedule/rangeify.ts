@@ -391,6 +391,8 @@ const sameShape = (a: readonly sint[], b: readonly sint[]) =>
  */
 function sharedKernels(order: readonly UOp[], realized: Set<UOp>): Map<UOp, UOp[]> {
   const steps = order.filter((u) => realized.has(u));
+  // only assigns are taken in: a graph without them (a forward pass) needs no walk of its kernels' reads
+  if (!steps.some((u) => u.op === Ops.AFTER)) return new Map();
   const reads = steps.map((u) => kernelReads(u.op === Ops.AFTER ? assigned(u) : u, realized));
   const readers = new Map<UOp, number>();
   for (const r of reads) for (const x of r.reads) readers.set(x, (readers.get(x) ?? 0) + 1);
